@@ -1,0 +1,121 @@
+// Shared CLI option handling.
+#include "cli/common.h"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace mlarun::cli {
+
+void AddModelOptions(CLI::App& app, ModelArgs& args) {
+  app.add_option("--model,-m", args.model_dir,
+                 "Model directory (config.json + *.safetensors); default: the embedded demo model");
+  app.add_option("--threads,-t", args.threads, "Worker threads (default: all cores)");
+}
+
+void AddKvOptions(CLI::App& app, KvArgs& args, const std::string& default_dtype) {
+  args.kv_dtype = default_dtype;
+  app.add_option("--kv-dtype", args.kv_dtype, "KV cache dtype: f32, bf16, f16, int8")
+      ->capture_default_str();
+  app.add_option("--kv-policy", args.kv_policy,
+                 "KV cache policy: full | window:W[,sinks:S][,compress:K]")
+      ->capture_default_str();
+  app.add_option("--kv-budget", args.kv_budget, "Upper bound on KV cache memory, e.g. 2GiB")
+      ->capture_default_str();
+  app.add_option("--kv-block-size", args.kv_block_size, "Tokens per KV block")
+      ->capture_default_str();
+}
+
+std::string ResolveModelDir(const std::string& model_dir) {
+  namespace fs = std::filesystem;
+  if (!model_dir.empty()) return model_dir;
+  if (const char* env = std::getenv("MLARUN_MODEL"); env != nullptr && *env != '\0') return env;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path candidate = exe.parent_path() / ".." / ".." / "models" / "default";
+    if (fs::exists(candidate / "config.json")) return fs::weakly_canonical(candidate).string();
+  }
+  if (fs::exists("models/default/config.json")) return "models/default";
+  throw Error("--model: no model directory given and the embedded default model "
+              "(models/default) was not found");
+}
+
+std::unique_ptr<Model> LoadModel(const ModelArgs& args) {
+  return Model::Load(ResolveModelDir(args.model_dir));
+}
+
+DType ParseKvDtype(const std::string& text) {
+  DType dtype;
+  if (!ParseDTypeOption(text, &dtype) || dtype == DType::kF8E4M3) {
+    throw Error("--kv-dtype: '" + text + "' is not one of f32, bf16, f16, int8");
+  }
+  return dtype;
+}
+
+std::unique_ptr<KvCache> MakeKvCache(const Model& model, const KvArgs& args) {
+  if (args.kv_block_size <= 0) throw Error("--kv-block-size must be positive");
+  const KvCacheOptions options{.block_size = args.kv_block_size,
+                               .budget_bytes = ParseByteSize(args.kv_budget, "--kv-budget"),
+                               .policy = ParseKvPolicy(args.kv_policy),
+                               .model_window = model.model_window()};
+  return std::make_unique<KvCache>(model.MakeKvLayout(ParseKvDtype(args.kv_dtype)), options);
+}
+
+uint64_t ParseByteSize(const std::string& text, const std::string& option) {
+  double value = 0.0;
+  const char* begin = text.data();
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(begin, end, value);
+  if (ec != std::errc() || value < 0) {
+    throw Error(option + ": '" + text + "' is not a size (e.g. 512MiB, 2GiB)");
+  }
+  const std::string unit(ptr, end);
+  double multiplier = 1.0;
+  if (unit.empty() || unit == "B") {
+    multiplier = 1.0;
+  } else if (unit == "KiB") {
+    multiplier = 1024.0;
+  } else if (unit == "MiB") {
+    multiplier = 1024.0 * 1024.0;
+  } else if (unit == "GiB") {
+    multiplier = 1024.0 * 1024.0 * 1024.0;
+  } else if (unit == "KB") {
+    multiplier = 1e3;
+  } else if (unit == "MB") {
+    multiplier = 1e6;
+  } else if (unit == "GB") {
+    multiplier = 1e9;
+  } else {
+    throw Error(option + ": unknown unit '" + unit + "' (use B, KiB, MiB, GiB, KB, MB, GB)");
+  }
+  return static_cast<uint64_t>(value * multiplier);
+}
+
+std::vector<int32_t> ParseIdList(const std::string& text, const std::string& option) {
+  std::vector<int32_t> ids;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos) comma = text.size();
+    std::string item = text.substr(pos, comma - pos);
+    const size_t first = item.find_first_not_of(' ');
+    const size_t last = item.find_last_not_of(' ');
+    item = first == std::string::npos ? "" : item.substr(first, last - first + 1);
+    int32_t id = 0;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), id);
+    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() || id < 0) {
+      throw Error(option + ": '" + item + "' is not a token id (expected e.g. \"1,2,3\")");
+    }
+    ids.push_back(id);
+    pos = comma + 1;
+  }
+  if (ids.empty()) throw Error(option + ": no token ids given");
+  return ids;
+}
+
+}  // namespace mlarun::cli

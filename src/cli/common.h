@@ -1,0 +1,52 @@
+// Options shared by the CLI commands (model directory, threads, KV cache settings) and helpers to
+// turn them into engine objects.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
+
+namespace mlarun::cli {
+
+struct ModelArgs {
+  std::string model_dir;  // empty: the embedded default model
+  int threads = 0;        // 0: all cores
+};
+
+struct KvArgs {
+  std::string kv_dtype = "f32";
+  std::string kv_policy = "full";
+  std::string kv_budget = "4GiB";
+  int kv_block_size = 64;
+};
+
+// Adds --model and -t/--threads.
+void AddModelOptions(CLI::App& app, ModelArgs& args);
+// Adds --kv-dtype, --kv-policy, --kv-budget, --kv-block-size.
+void AddKvOptions(CLI::App& app, KvArgs& args, const std::string& default_dtype);
+
+// Returns the model directory: --model, else $MLARUN_MODEL, else models/default next to the
+// source tree of this binary (build/bin/../../models/default) or the working directory.
+std::string ResolveModelDir(const std::string& model_dir);
+std::unique_ptr<Model> LoadModel(const ModelArgs& args);
+// Builds a KV cache for `model` from the options; throws Error naming the bad option.
+std::unique_ptr<KvCache> MakeKvCache(const Model& model, const KvArgs& args);
+
+// Parses "2GiB", "512MiB", "64KiB", "1GB", "1000"; throws Error naming `option`.
+uint64_t ParseByteSize(const std::string& text, const std::string& option);
+// Parses "1,2,3" into token ids; throws Error naming `option`.
+std::vector<int32_t> ParseIdList(const std::string& text, const std::string& option);
+DType ParseKvDtype(const std::string& text);
+
+// Registers the subcommands; each returns its own exit code through `*exit_code`.
+void RegisterGenerate(CLI::App& app, int* exit_code);
+void RegisterLogits(CLI::App& app, int* exit_code);
+void RegisterMakeModel(CLI::App& app, int* exit_code);
+
+}  // namespace mlarun::cli

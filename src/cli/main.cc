@@ -1,0 +1,29 @@
+// mlarun command-line entry point: dispatches to the subcommands and turns errors into one
+// `error: ...` line and exit code 1.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "cli/common.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"mlarun: DeepSeek-style (MLA + MoE) inference on the CPU"};
+  app.require_subcommand(1);
+  int exit_code = 0;
+  mlarun::cli::RegisterGenerate(app, &exit_code);
+  mlarun::cli::RegisterLogits(app, &exit_code);
+  mlarun::cli::RegisterMakeModel(app, &exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const mlarun::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return exit_code;
+}

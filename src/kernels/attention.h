@@ -1,0 +1,80 @@
+// The one attention core for every variant. MHA, GQA and MQA differ only in `n_head_kv`; absorbed
+// MLA decode is MQA over 576-wide latent rows whose first 512 values are also V; naive MLA prefill
+// is MHA 192/128 over expanded rows. Which cached rows a query sees (causal mask, sliding window,
+// sinks, compressed summaries) is given as a list of spans, so the kernel knows no policy.
+//
+// Symbols: q [n_head_q, head_dim_qk]; row = one cached token (KvRowFormat); query head h reads
+// kv head h / (n_head_q / n_head_kv); s = scale * q.k + span.score_bias;
+// out[h] = sum softmax(s) * v  (online softmax, Milakov & Gimelshein 2018).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "kernels/kv_row.h"
+
+namespace mlarun {
+
+// Per layer, computed once from the model config; fully describes the core kernel's job.
+struct AttentionSpec {
+  int n_head_q = 0;
+  int n_head_kv = 0;    // MHA: n_head_q; GQA: divides n_head_q; MQA and absorbed MLA: 1
+  int head_dim_qk = 0;  // absorbed MLA: kv_lora_rank + rope_dim (512 + 64 = 576)
+  int head_dim_v = 0;   // absorbed MLA: kv_lora_rank; V is a prefix view of K
+  bool v_aliases_k = false;
+  int window = 0;       // 0 = full causal; > 0 = the last `window` tokens (informs the cache)
+  float scale = 1.0f;   // softmax scale; MLA: mscale^2 / sqrt(nope + rope), 192-wide even absorbed
+};
+
+// Rows of one layer: row `r` of block `b` starts at base + b * block_stride + r * row_bytes.
+struct KvRows {
+  const uint8_t* base = nullptr;
+  size_t block_stride = 0;
+  KvRowFormat format;
+
+  const uint8_t* Row(int32_t block, int32_t row) const {
+    return base + static_cast<size_t>(block) * block_stride +
+           static_cast<size_t>(row) * format.RowBytes();
+  }
+};
+
+// `n_rows` consecutive rows of one block, all visible to the query, each with the same additive
+// score bias (0 for ordinary tokens; ln(K) for a summary of K tokens).
+struct KvSpan {
+  int32_t block = 0;
+  int32_t row_begin = 0;
+  int32_t n_rows = 0;
+  float score_bias = 0.0f;
+};
+
+// Running softmax state of `n_head` query heads: max score, sum of exp, weighted V sum.
+struct AttentionPartial {
+  float* max_score;  // [n_head]
+  float* sum_exp;    // [n_head]
+  float* acc;        // [n_head, head_dim_v]
+};
+
+// Arguments of one query token's attention over some spans.
+struct AttendArgs {
+  const float* q = nullptr;  // [n_head_q, head_dim_qk]
+  std::span<const KvSpan> spans;
+  int kv_head_begin = 0;  // only kv heads [kv_head_begin, kv_head_end) and their query groups
+  int kv_head_end = -1;   // -1: all
+};
+
+// Accumulates the spans into `partial` (state for all n_head_q heads; only the selected groups
+// are touched). Initialise with ResetPartial.
+void AttendPartial(const AttentionSpec& spec, const KvRows& rows, const AttendArgs& args,
+                   AttentionPartial partial);
+void ResetPartial(const AttentionSpec& spec, AttentionPartial partial);
+// Merges `other` into `into` (split-context attention).
+void MergePartial(const AttentionSpec& spec, AttentionPartial into, AttentionPartial other);
+// Writes out[h] = acc[h] / sum_exp[h] for the selected heads; out: [n_head_q, head_dim_v].
+void FinishPartial(const AttentionSpec& spec, AttentionPartial partial, int kv_head_begin,
+                   int kv_head_end, float* out);
+
+// Convenience: one query token over its spans; out: [n_head_q, head_dim_v].
+void Attend(const AttentionSpec& spec, const KvRows& rows, const AttendArgs& args, float* out);
+
+}  // namespace mlarun

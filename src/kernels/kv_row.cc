@@ -1,0 +1,141 @@
+// Encoding and decoding of cache rows (see kv_row.h for the byte layout).
+#include "kernels/kv_row.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace mlarun {
+
+namespace {
+
+// Visits the values of a row split into quantised part and RoPE tails: fn(value_index,
+// is_tail, index_within_part).
+template <typename Fn>
+void ForEachValue(const KvRowFormat& f, Fn fn) {
+  int quantized = 0;
+  int tail = 0;
+  const int k_body = f.head_dim_k - f.rope_tail_dim;
+  for (int h = 0; h < f.n_head_kv; ++h) {
+    for (int i = 0; i < f.head_dim_k; ++i) {
+      const int index = h * f.head_dim_k + i;
+      if (i < k_body) {
+        fn(index, false, quantized++);
+      } else {
+        fn(index, true, tail++);
+      }
+    }
+  }
+  if (!f.v_aliases_k) {
+    for (int i = 0; i < f.n_head_kv * f.head_dim_v; ++i) {
+      fn(f.n_head_kv * f.head_dim_k + i, false, quantized++);
+    }
+  }
+}
+
+}  // namespace
+
+size_t KvRowFormat::RowBytes() const {
+  const size_t n = static_cast<size_t>(ValuesPerRow());
+  if (dtype == DType::kI8) {
+    return static_cast<size_t>(QuantizedValues()) + 4u * static_cast<size_t>(QuantGroups()) +
+           2u * static_cast<size_t>(n_head_kv * rope_tail_dim);
+  }
+  return n * DTypeSize(dtype);
+}
+
+void EncodeKvRow(const KvRowFormat& format, const float* values, void* row) {
+  const int n = format.ValuesPerRow();
+  switch (format.dtype) {
+    case DType::kF32:
+      std::memcpy(row, values, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case DType::kBF16: {
+      auto* out = static_cast<uint16_t*>(row);
+      for (int i = 0; i < n; ++i) out[i] = F32ToBF16(values[i]);
+      return;
+    }
+    case DType::kF16: {
+      auto* out = static_cast<uint16_t*>(row);
+      for (int i = 0; i < n; ++i) out[i] = F32ToF16(values[i]);
+      return;
+    }
+    case DType::kI8: {
+      const int n_quantized = format.QuantizedValues();
+      const int n_groups = format.QuantGroups();
+      auto* q = static_cast<int8_t*>(row);
+      // Scales and tails may be unaligned: written with memcpy.
+      uint8_t* scales = static_cast<uint8_t*>(row) + n_quantized;
+      uint8_t* tails = scales + 4 * n_groups;
+      thread_local std::vector<float> gathered;
+      gathered.resize(static_cast<size_t>(n_quantized));
+      ForEachValue(format, [&](int index, bool is_tail, int part_index) {
+        if (is_tail) {
+          const uint16_t bits = F32ToBF16(values[index]);
+          std::memcpy(tails + 2 * part_index, &bits, sizeof(bits));
+        } else {
+          gathered[part_index] = values[index];
+        }
+      });
+      for (int g = 0; g < n_groups; ++g) {
+        const int begin = g * format.quant_group;
+        const int end = std::min(n_quantized, begin + format.quant_group);
+        float max_abs = 0.0f;
+        for (int i = begin; i < end; ++i) max_abs = std::max(max_abs, std::fabs(gathered[i]));
+        const float scale = max_abs / 127.0f;
+        const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+        std::memcpy(scales + 4 * g, &scale, sizeof(float));
+        for (int i = begin; i < end; ++i) {
+          q[i] = static_cast<int8_t>(std::lrint(std::clamp(gathered[i] * inv, -127.0f, 127.0f)));
+        }
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void DecodeKvRow(const KvRowFormat& format, const void* row, float* values) {
+  const int n = format.ValuesPerRow();
+  switch (format.dtype) {
+    case DType::kF32:
+      std::memcpy(values, row, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case DType::kBF16: {
+      const auto* in = static_cast<const uint16_t*>(row);
+      for (int i = 0; i < n; ++i) values[i] = BF16ToF32(in[i]);
+      return;
+    }
+    case DType::kF16: {
+      const auto* in = static_cast<const uint16_t*>(row);
+      for (int i = 0; i < n; ++i) values[i] = F16ToF32(in[i]);
+      return;
+    }
+    case DType::kI8: {
+      const int n_quantized = format.QuantizedValues();
+      const auto* q = static_cast<const int8_t*>(row);
+      const auto* bytes = static_cast<const uint8_t*>(row);
+      const int n_groups = format.QuantGroups();
+      const uint8_t* tails = bytes + n_quantized + 4 * n_groups;
+      ForEachValue(format, [&](int index, bool is_tail, int part_index) {
+        if (is_tail) {
+          uint16_t bits;
+          std::memcpy(&bits, tails + 2 * part_index, sizeof(bits));
+          values[index] = BF16ToF32(bits);
+        } else {
+          float scale;
+          std::memcpy(&scale, bytes + n_quantized + 4 * (part_index / format.quant_group),
+                      sizeof(float));
+          values[index] = static_cast<float>(q[part_index]) * scale;
+        }
+      });
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+}  // namespace mlarun

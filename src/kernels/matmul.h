@@ -1,0 +1,36 @@
+// Dense layers: y = W x for weights in any supported storage dtype and float32 activations.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+
+namespace mlarun {
+
+// A read-only weight matrix as stored in the checkpoint (row-major, PyTorch Linear layout).
+struct WeightMatrix {
+  DType dtype = DType::kF32;  // kF32, kF16, kBF16, kF8E4M3
+  int64_t rows = 0;           // out_features
+  int64_t cols = 0;           // in_features
+  const void* data = nullptr;  // [rows, cols]
+  // FP8 only: dequantisation multipliers `weight_scale_inv`
+  // [ceil(rows / block_rows), ceil(cols / block_cols)].
+  const float* block_scale = nullptr;
+  int block_rows = 0;
+  int block_cols = 0;
+
+  bool empty() const { return data == nullptr; }
+  // Returns row `r` converted to float32 in `out` [cols].
+  void DecodeRow(int64_t r, float* out) const;
+};
+
+// Computes y = x W^T. x: [n_tokens, w.cols]; y: [n_tokens, w.rows]. Each output element is one
+// thread's fixed-order dot product, so the result does not depend on the thread count.
+void MatMul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y);
+
+// Same for a subset of output rows [row_begin, row_end) of `w`; y: [n_tokens, row_end-row_begin].
+void MatMulRows(ThreadPool& pool, const WeightMatrix& w, int64_t row_begin, int64_t row_end,
+                const float* x, int64_t n_tokens, float* y);
+
+}  // namespace mlarun

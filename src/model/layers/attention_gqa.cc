@@ -1,0 +1,80 @@
+// MHA / GQA / MQA attention in the Llama layout (one code path; they differ only in n_head_kv).
+//
+// Symbols: q = W_q x + b_q [n_head_q, head_dim]; k = W_k x + b_k, v = W_v x + b_v
+// [n_head_kv, head_dim]; RoPE (rotate-half pairing) on q and k; query head h reads kv head
+// h / (n_head_q / n_head_kv); scale 1/sqrt(head_dim). Cache row: [k heads ; v heads].
+#include <cmath>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "model/layers/layer_context.h"
+#include "model/model.h"
+#include "model/weights.h"
+
+namespace mlarun {
+
+namespace {
+
+void ProjectWithBias(ThreadPool& pool, const WeightMatrix& w, const F32Vector& bias, const float* x,
+                     int64_t n, float* y) {
+  MatMul(pool, w, x, n, y);
+  if (bias.empty()) return;
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t i = 0; i < w.rows; ++i) y[t * w.rows + i] += bias.values[static_cast<size_t>(i)];
+  }
+}
+
+}  // namespace
+
+void GqaAttention(const LayerContext& ctx, const GqaWeights& w, const float* x, float* out) {
+  const ModelConfig& c = ctx.config;
+  const int64_t n = ctx.n_tokens();
+  const int n_head = c.num_attention_heads;
+  const int n_head_kv = c.num_key_value_heads;
+  const int hd = c.head_dim;
+  const int pairs = ctx.rope.n_pairs();
+  std::vector<float> q(static_cast<size_t>(n * n_head * hd));
+  ProjectWithBias(ctx.pool, w.q_proj, w.q_bias, x, n, q.data());
+  // Cache rows [n, K heads ; V heads].
+  const int kv_width = n_head_kv * hd;
+  std::vector<float> k(static_cast<size_t>(n * kv_width));
+  std::vector<float> v(static_cast<size_t>(n * kv_width));
+  ProjectWithBias(ctx.pool, w.k_proj, w.k_bias, x, n, k.data());
+  ProjectWithBias(ctx.pool, w.v_proj, w.v_bias, x, n, v.data());
+  std::vector<float> rows(static_cast<size_t>(n * 2 * kv_width));
+  for (int64_t t = 0; t < n; ++t) {
+    const float* cos = ctx.cos + t * pairs;
+    const float* sin = ctx.sin + t * pairs;
+    for (int h = 0; h < n_head; ++h) ApplyRope(q.data() + (t * n_head + h) * hd, cos, sin, pairs, ctx.rope.layout);
+    float* row = rows.data() + t * 2 * kv_width;
+    std::copy_n(k.data() + t * kv_width, kv_width, row);
+    std::copy_n(v.data() + t * kv_width, kv_width, row + kv_width);
+    for (int h = 0; h < n_head_kv; ++h) ApplyRope(row + h * hd, cos, sin, pairs, ctx.rope.layout);
+  }
+  WriteCacheRows(ctx, rows.data());
+
+  const AttentionSpec spec{.n_head_q = n_head,
+                           .n_head_kv = n_head_kv,
+                           .head_dim_qk = hd,
+                           .head_dim_v = hd,
+                           .v_aliases_k = false,
+                           .window = ctx.cache.window(),
+                           .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
+  const KvRows cache_rows = ctx.cache.LayerRows(ctx.layer);
+  std::vector<float> o(static_cast<size_t>(n * n_head * hd));
+  ctx.pool.ParallelFor(n * n_head_kv, [&](int64_t item, int) {
+    const int64_t t = item / n_head_kv;
+    const int g = static_cast<int>(item % n_head_kv);
+    Attend(spec, cache_rows,
+           {.q = q.data() + t * n_head * hd,
+            .spans = ctx.spans[static_cast<size_t>(t)],
+            .kv_head_begin = g,
+            .kv_head_end = g + 1},
+           o.data() + t * n_head * hd);
+  });
+  MatMul(ctx.pool, w.o_proj, o.data(), n, out);
+}
+
+}  // namespace mlarun

@@ -1,0 +1,61 @@
+// What every per-layer function of the forward pass receives: the batch, its positions' RoPE
+// values, the spans each token sees, the cache and the thread pool.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/attention.h"
+#include "kv/kv_cache.h"
+#include "model/config.h"
+#include "model/layers/rope.h"
+
+namespace mlarun {
+
+struct BatchToken;
+enum class MlaPath;
+
+// The tokens of one sequence inside a batch.
+struct SequenceSlice {
+  int32_t seq = 0;
+  std::vector<int32_t> token_indices;  // indices into the batch, increasing positions
+  int64_t n_written = 0;               // cache length once the batch's tokens are written
+  bool use_naive_mla = false;
+};
+
+struct LayerContext {
+  ThreadPool& pool;
+  KvCache& cache;
+  const ModelConfig& config;
+  int layer = 0;
+  std::span<const BatchToken> batch;
+  std::span<const SequenceSlice> sequences;
+  const std::vector<std::vector<KvSpan>>& spans;  // [n_tokens] visible rows per token
+  const float* cos = nullptr;                     // [n_tokens, rope.n_pairs()]
+  const float* sin = nullptr;                     // [n_tokens, rope.n_pairs()]
+  const RopeTable& rope;
+  float attention_scale = 1.0f;
+
+  int64_t n_tokens() const { return static_cast<int64_t>(batch.size()); }
+};
+
+struct MlaWeights;
+struct GqaWeights;
+struct MlpWeights;
+struct MoeWeights;
+struct ExpertStats;
+
+// Each writes `out` [n_tokens, hidden] from the normalised hidden states `x` [n_tokens, hidden].
+void MlaAttention(const LayerContext& ctx, const MlaWeights& w, const float* x, float* out);
+void GqaAttention(const LayerContext& ctx, const GqaWeights& w, const float* x, float* out);
+void DenseMlp(ThreadPool& pool, const MlpWeights& w, const float* x, int64_t n_tokens, float* out);
+void MoeFeedForward(const LayerContext& ctx, const MoeWeights& w, const float* x, float* out,
+                    std::vector<int64_t>* expert_counts);
+
+// Writes the cache rows of the batch's tokens (values [n_tokens, ValuesPerRow]) and brings the
+// layer's compressed summaries up to date.
+void WriteCacheRows(const LayerContext& ctx, const float* rows);
+
+}  // namespace mlarun

@@ -1,0 +1,223 @@
+// Model loading and the forward pass: embedding, per-layer attention + MLP/MoE with residuals,
+// final norm and lm_head.
+#include "model/model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "core/error.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "model/layers/layer_context.h"
+
+namespace mlarun {
+
+namespace {
+
+// Sequences with at least this many new tokens in a batch use the naive MLA path in kAuto: the
+// expansion of the context is then cheaper than 576-wide attention for every query head.
+constexpr int64_t kNaiveMinTokens = 32;
+
+}  // namespace
+
+std::unique_ptr<Model> Model::Load(const std::string& model_dir) {
+  std::unique_ptr<Model> model(new Model());
+  model->config_ = LoadModelConfig(model_dir);
+  model->archive_ = std::make_unique<SafetensorsArchive>(SafetensorsArchive::Open(model_dir));
+  LoadWeights(model->config_, *model->archive_, model_dir, model->weights_);
+  model->PrepareDerived();
+  return model;
+}
+
+void Model::PrepareDerived() {
+  const ModelConfig& c = config_;
+  if (c.family == ArchFamily::kDeepseek) {
+    rope_ = MakeDeepseekRope(c);
+    attention_scale_ = DeepseekSoftmaxScale(c);
+    // W_uk^T per head for the absorbed path: [kv_lora_rank, nope], same dtype (exact copy),
+    // FP8 dequantised to f32.
+    for (LayerWeights& layer : weights_.layers) {
+      const WeightMatrix& kv_b = layer.mla.kv_b_proj;
+      const DType dtype = kv_b.dtype == DType::kF8E4M3 ? DType::kF32 : kv_b.dtype;
+      const size_t element = DTypeSize(dtype);
+      std::vector<float> row(static_cast<size_t>(kv_b.cols));
+      for (int h = 0; h < c.num_attention_heads; ++h) {
+        const size_t bytes = static_cast<size_t>(c.kv_lora_rank) * c.qk_nope_head_dim * element;
+        auto buffer = std::make_unique<uint8_t[]>(bytes);
+        for (int n = 0; n < c.qk_nope_head_dim; ++n) {
+          const int64_t src_row = static_cast<int64_t>(h) * (c.qk_nope_head_dim + c.v_head_dim) + n;
+          const uint8_t* src = static_cast<const uint8_t*>(kv_b.data) +
+                               static_cast<size_t>(src_row) * kv_b.cols * DTypeSize(kv_b.dtype);
+          if (kv_b.dtype == DType::kF8E4M3) kv_b.DecodeRow(src_row, row.data());
+          for (int r = 0; r < c.kv_lora_rank; ++r) {
+            uint8_t* dst = buffer.get() + (static_cast<size_t>(r) * c.qk_nope_head_dim + n) * element;
+            if (kv_b.dtype == DType::kF8E4M3) {
+              std::memcpy(dst, &row[static_cast<size_t>(r)], element);
+            } else {
+              std::memcpy(dst, src + static_cast<size_t>(r) * element, element);
+            }
+          }
+        }
+        layer.mla.w_uk_t.push_back({.dtype = dtype,
+                                    .rows = c.kv_lora_rank,
+                                    .cols = c.qk_nope_head_dim,
+                                    .data = buffer.get()});
+        weights_.owned.push_back(std::move(buffer));
+      }
+    }
+  } else {
+    rope_ = MakeLlamaRope(c);
+  }
+}
+
+KvLayout Model::MakeKvLayout(DType kv_dtype) const {
+  const ModelConfig& c = config_;
+  KvRowFormat row;
+  if (c.family == ArchFamily::kDeepseek) {
+    row = {.dtype = kv_dtype,
+           .n_head_kv = 1,
+           .head_dim_k = c.kv_lora_rank + c.qk_rope_head_dim,
+           .head_dim_v = c.kv_lora_rank,
+           .v_aliases_k = true,
+           .rope_tail_dim = c.qk_rope_head_dim};
+  } else {
+    row = {.dtype = kv_dtype,
+           .n_head_kv = c.num_key_value_heads,
+           .head_dim_k = c.head_dim,
+           .head_dim_v = c.head_dim,
+           .v_aliases_k = false,
+           .rope_tail_dim = 0,
+           .quant_group = std::min(128, c.head_dim)};
+  }
+  KvLayout layout;
+  layout.layers.assign(static_cast<size_t>(c.num_hidden_layers), row);
+  return layout;
+}
+
+void WriteCacheRows(const LayerContext& ctx, const float* rows) {
+  const int n_values = ctx.cache.pool().layout().layers[static_cast<size_t>(ctx.layer)].ValuesPerRow();
+  for (int64_t t = 0; t < ctx.n_tokens(); ++t) {
+    const BatchToken& token = ctx.batch[static_cast<size_t>(t)];
+    ctx.cache.WriteRow(token.seq, ctx.layer, token.pos, rows + t * n_values);
+  }
+  for (const SequenceSlice& slice : ctx.sequences) {
+    ctx.cache.UpdateSummaries(slice.seq, ctx.layer, slice.n_written);
+  }
+}
+
+void Model::Forward(ThreadPool& pool, KvCache& cache, std::span<const BatchToken> batch,
+                    const ForwardOptions& options, float* logits) const {
+  const ModelConfig& c = config_;
+  const int64_t n = static_cast<int64_t>(batch.size());
+  const int64_t hidden = c.hidden_size;
+  if (n == 0) return;
+
+  // Group tokens by sequence and check positions continue each sequence's cache.
+  std::map<int32_t, size_t> slice_of;
+  std::vector<SequenceSlice> sequences;
+  for (int64_t t = 0; t < n; ++t) {
+    const BatchToken& token = batch[static_cast<size_t>(t)];
+    if (token.token < 0 || token.token >= c.vocab_size) {
+      throw Error("token id " + std::to_string(token.token) + " is outside the vocabulary [0, " +
+                  std::to_string(c.vocab_size) + ")");
+    }
+    auto [it, inserted] = slice_of.try_emplace(token.seq, sequences.size());
+    if (inserted) {
+      sequences.push_back({.seq = token.seq, .n_written = cache.Length(token.seq)});
+    }
+    SequenceSlice& slice = sequences[it->second];
+    if (token.pos != slice.n_written) {
+      throw Error("batch position " + std::to_string(token.pos) + " does not continue sequence " +
+                  std::to_string(token.seq) + " at " + std::to_string(slice.n_written));
+    }
+    if (token.pos >= c.max_position_embeddings) {
+      throw Error("position " + std::to_string(token.pos) + " exceeds max_position_embeddings " +
+                  std::to_string(c.max_position_embeddings));
+    }
+    slice.token_indices.push_back(static_cast<int32_t>(t));
+    ++slice.n_written;
+  }
+  for (SequenceSlice& slice : sequences) {
+    const int64_t new_tokens = static_cast<int64_t>(slice.token_indices.size());
+    slice.use_naive_mla = options.mla_path == MlaPath::kNaive ||
+                          (options.mla_path == MlaPath::kAuto && new_tokens >= kNaiveMinTokens);
+  }
+
+  // Per token: RoPE cos/sin and the spans of cache rows it sees (the same in every layer).
+  const int pairs = rope_.n_pairs();
+  std::vector<float> cos(static_cast<size_t>(n * pairs));
+  std::vector<float> sin(static_cast<size_t>(n * pairs));
+  std::vector<std::vector<KvSpan>> spans(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) {
+    const BatchToken& token = batch[static_cast<size_t>(t)];
+    rope_.CosSin(token.pos, cos.data() + t * pairs, sin.data() + t * pairs);
+    cache.VisibleSpans(token.seq, token.pos, &spans[static_cast<size_t>(t)]);
+  }
+
+  // Residual stream x [n, hidden].
+  std::vector<float> x(static_cast<size_t>(n * hidden));
+  for (int64_t t = 0; t < n; ++t) {
+    weights_.embed_tokens.DecodeRow(batch[static_cast<size_t>(t)].token, x.data() + t * hidden);
+  }
+  std::vector<float> normed(static_cast<size_t>(n * hidden));
+  std::vector<float> branch(static_cast<size_t>(n * hidden));
+  if (options.expert_stats != nullptr) {
+    options.expert_stats->counts.resize(static_cast<size_t>(c.num_hidden_layers));
+  }
+  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
+    const LayerWeights& lw = weights_.layers[static_cast<size_t>(layer)];
+    const LayerContext ctx{.pool = pool,
+                           .cache = cache,
+                           .config = c,
+                           .layer = layer,
+                           .batch = batch,
+                           .sequences = sequences,
+                           .spans = spans,
+                           .cos = cos.data(),
+                           .sin = sin.data(),
+                           .rope = rope_,
+                           .attention_scale = attention_scale_};
+    for (int64_t t = 0; t < n; ++t) {
+      RmsNorm(x.data() + t * hidden, lw.input_layernorm.data(), hidden, c.rms_norm_eps,
+              normed.data() + t * hidden);
+    }
+    if (c.family == ArchFamily::kDeepseek) {
+      MlaAttention(ctx, lw.mla, normed.data(), branch.data());
+    } else {
+      GqaAttention(ctx, lw.gqa, normed.data(), branch.data());
+    }
+    for (int64_t i = 0; i < n * hidden; ++i) x[static_cast<size_t>(i)] += branch[static_cast<size_t>(i)];
+    for (int64_t t = 0; t < n; ++t) {
+      RmsNorm(x.data() + t * hidden, lw.post_attention_layernorm.data(), hidden, c.rms_norm_eps,
+              normed.data() + t * hidden);
+    }
+    if (c.family == ArchFamily::kDeepseek && c.IsMoeLayer(layer)) {
+      std::vector<int64_t>* counts = nullptr;
+      if (options.expert_stats != nullptr) {
+        counts = &options.expert_stats->counts[static_cast<size_t>(layer)];
+        counts->resize(static_cast<size_t>(c.n_routed_experts));
+      }
+      MoeFeedForward(ctx, lw.moe, normed.data(), branch.data(), counts);
+    } else {
+      DenseMlp(pool, lw.mlp, normed.data(), n, branch.data());
+    }
+    for (int64_t i = 0; i < n * hidden; ++i) x[static_cast<size_t>(i)] += branch[static_cast<size_t>(i)];
+  }
+  for (const SequenceSlice& slice : sequences) {
+    cache.Commit(slice.seq, static_cast<int64_t>(slice.token_indices.size()));
+  }
+
+  // Final norm and lm_head for the tokens that want logits.
+  std::vector<float> selected;
+  for (int64_t t = 0; t < n; ++t) {
+    if (!batch[static_cast<size_t>(t)].want_logits) continue;
+    selected.resize(selected.size() + static_cast<size_t>(hidden));
+    RmsNorm(x.data() + t * hidden, weights_.norm.data(), hidden, c.rms_norm_eps,
+            selected.data() + selected.size() - static_cast<size_t>(hidden));
+  }
+  const int64_t n_out = static_cast<int64_t>(selected.size()) / hidden;
+  if (n_out > 0) MatMul(pool, weights_.lm_head, selected.data(), n_out, logits);
+}
+
+}  // namespace mlarun

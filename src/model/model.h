@@ -1,0 +1,75 @@
+// A loaded model: config, weights (memory-mapped) and the forward pass over a batch of tokens
+// from one or more sequences, reading and writing a paged KV cache.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kv/kv_cache.h"
+#include "model/config.h"
+#include "model/layers/rope.h"
+#include "model/safetensors.h"
+#include "model/weights.h"
+
+namespace mlarun {
+
+// One token of a batch. Tokens of a sequence appear in increasing, consecutive positions that
+// continue the sequence's cache.
+struct BatchToken {
+  int32_t token = 0;
+  int32_t seq = 0;   // KvCache sequence handle
+  int64_t pos = 0;   // position in the sequence
+  bool want_logits = false;
+};
+
+// How MLA attention is computed.
+enum class MlaPath {
+  kAuto,      // naive for prefill chunks (>= kNaiveMinTokens new tokens of a sequence), else absorbed
+  kNaive,     // expand the latent to per-head K/V (MHA 192/128)
+  kAbsorbed,  // W_uk folded into q, W_uv after attention over the latent (MQA 576/512)
+};
+
+// Per MoE layer, how many tokens each routed expert received.
+struct ExpertStats {
+  std::vector<std::vector<int64_t>> counts;  // [n_layers][n_routed_experts] (empty for dense)
+};
+
+struct ForwardOptions {
+  MlaPath mla_path = MlaPath::kAuto;
+  ExpertStats* expert_stats = nullptr;  // accumulated when set
+};
+
+class Model {
+ public:
+  // Loads `<dir>/config.json` and the safetensors weights (mmap). Throws Error on bad input.
+  static std::unique_ptr<Model> Load(const std::string& model_dir);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  // The cache rows one token stores per layer with cache dtype `kv_dtype`.
+  KvLayout MakeKvLayout(DType kv_dtype) const;
+  // The model's own sliding window (0 = none), for KvCacheOptions::model_window.
+  int model_window() const { return config_.sliding_window; }
+
+  // Runs the batch through the model. The caller must have reserved cache room for every
+  // sequence's new tokens; they are committed on return. logits: [n_want_logits, vocab_size]
+  // in batch order.
+  void Forward(ThreadPool& pool, KvCache& cache, std::span<const BatchToken> batch,
+               const ForwardOptions& options, float* logits) const;
+
+ private:
+  Model() = default;
+  void PrepareDerived();
+
+  ModelConfig config_;
+  std::unique_ptr<SafetensorsArchive> archive_;
+  ModelWeights weights_;
+  RopeTable rope_;
+  float attention_scale_ = 1.0f;
+};
+
+}  // namespace mlarun

@@ -1,0 +1,28 @@
+// Random models in the exact Hugging Face layout (config.json + safetensors), deterministic from a
+// seed, for tests and benchmarks (`mlarun make-model`).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace mlarun {
+
+struct SyntheticModelOptions {
+  std::string preset;         // see SyntheticPresetNames()
+  DType dtype = DType::kF32;  // kF32, kBF16, kF16 or kF8E4M3 (linear layers; others bf16)
+  uint64_t seed = 1;
+  int layers = 0;                 // 0: the preset's default
+  uint64_t max_shard_bytes = 0;   // > 0: split into model-0000x-of-0000y.safetensors + index
+};
+
+// Names of the available presets.
+std::vector<std::string> SyntheticPresetNames();
+// Returns the preset's config.json text; throws Error naming `--preset` for an unknown name.
+std::string SyntheticConfigJson(const SyntheticModelOptions& options);
+// Writes config.json and the weights to `out_dir` (created if needed).
+void WriteSyntheticModel(const SyntheticModelOptions& options, const std::string& out_dir);
+
+}  // namespace mlarun

@@ -1,0 +1,136 @@
+// Bad checkpoints give one clear error naming the file and tensor; never a crash.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "model/model.h"
+#include "model/safetensors.h"
+#include "model/test_models.h"
+
+namespace mlarun {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string LoadError(const std::string& dir) {
+  try {
+    Model::Load(dir);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Copies a generated model into a fresh directory for corruption.
+std::string CopyModel(const std::string& name) {
+  const std::string src = testing::MakeTestModel("tiny-v2-lite");
+  const std::string dst = ::testing::TempDir() + "/broken_" + name;
+  fs::remove_all(dst);
+  fs::create_directories(dst);
+  fs::copy(src, dst, fs::copy_options::recursive);
+  return dst;
+}
+
+// Rewrites model.safetensors with `edit` applied to the tensor list.
+template <typename Edit>
+void RewriteTensors(const std::string& dir, Edit edit) {
+  std::vector<TensorToWrite> tensors;
+  {
+    const SafetensorsArchive archive = SafetensorsArchive::Open(dir);
+    for (const auto& [name, info] : archive.tensors()) {
+      tensors.push_back({name, info.dtype, info.shape,
+                         std::vector<uint8_t>(info.data, info.data + info.n_bytes)});
+    }
+  }
+  edit(tensors);
+  WriteSafetensors(dir + "/model.safetensors", tensors);
+}
+
+TEST(LoaderErrorsTest, MissingWeightsFile) {
+  const std::string dir = CopyModel("missing");
+  fs::remove(dir + "/model.safetensors");
+  EXPECT_EQ(LoadError(dir), dir + ": no model.safetensors or model.safetensors.index.json");
+}
+
+TEST(LoaderErrorsTest, TruncatedFile) {
+  const std::string dir = CopyModel("truncated");
+  const std::string path = dir + "/model.safetensors";
+  fs::resize_file(path, fs::file_size(path) - 1000);
+  const std::string error = LoadError(dir);
+  EXPECT_NE(error.find(path + ": tensor '"), std::string::npos) << error;
+  EXPECT_NE(error.find("truncated file?"), std::string::npos) << error;
+  fs::resize_file(path, 5);
+  EXPECT_EQ(LoadError(dir), path + ": truncated safetensors file (5 bytes)");
+}
+
+TEST(LoaderErrorsTest, GarbageHeader) {
+  const std::string dir = CopyModel("garbage");
+  const std::string path = dir + "/model.safetensors";
+  std::string bytes = ReadFileToString(path);
+  bytes.replace(8, 10, "!!garbage!");
+  WriteStringToFile(path, bytes);
+  EXPECT_NE(LoadError(dir).find(path + ": safetensors header is not valid JSON"), std::string::npos);
+  // A header size larger than the file.
+  bytes[0] = '\xff';
+  bytes[5] = '\x01';
+  WriteStringToFile(path, bytes);
+  EXPECT_NE(LoadError(dir).find("exceeds the file size"), std::string::npos);
+}
+
+TEST(LoaderErrorsTest, WrongShapeNamesTensor) {
+  const std::string dir = CopyModel("shape");
+  RewriteTensors(dir, [](std::vector<TensorToWrite>& tensors) {
+    for (TensorToWrite& t : tensors) {
+      if (t.name == "model.layers.1.self_attn.kv_b_proj.weight") std::swap(t.shape[0], t.shape[1]);
+    }
+  });
+  EXPECT_EQ(LoadError(dir), dir + "/model.safetensors: tensor 'model.layers.1.self_attn.kv_b_proj.weight'"
+                            " has shape [32, 128], expected [128, 32]");
+}
+
+TEST(LoaderErrorsTest, WrongDtypeNamesTensor) {
+  const std::string dir = CopyModel("dtype");
+  RewriteTensors(dir, [](std::vector<TensorToWrite>& tensors) {
+    for (TensorToWrite& t : tensors) {
+      if (t.name == "model.norm.weight") t.dtype = DType::kI32;
+    }
+  });
+  EXPECT_EQ(LoadError(dir),
+            dir + "/model.safetensors: tensor 'model.norm.weight' has unsupported dtype I32");
+}
+
+TEST(LoaderErrorsTest, MissingTensorNamesIt) {
+  const std::string dir = CopyModel("missing_tensor");
+  RewriteTensors(dir, [](std::vector<TensorToWrite>& tensors) {
+    std::erase_if(tensors, [](const TensorToWrite& t) { return t.name == "lm_head.weight"; });
+  });
+  EXPECT_EQ(LoadError(dir), dir + ": tensor 'lm_head.weight' is missing");
+}
+
+TEST(LoaderErrorsTest, MissingConfigField) {
+  const std::string dir = CopyModel("config");
+  std::string config = ReadFileToString(dir + "/config.json");
+  const size_t at = config.find("\"qk_rope_head_dim\"");
+  config.replace(at, std::string("\"qk_rope_head_dim\"").size(), "\"renamed_field\"");
+  WriteStringToFile(dir + "/config.json", config);
+  EXPECT_EQ(LoadError(dir), dir + "/config.json: field 'qk_rope_head_dim' is missing");
+}
+
+TEST(LoaderErrorsTest, Fp8WithoutScalesNamesTheScaleTensor) {
+  const std::string src = testing::MakeTestModel("tiny-v3", DType::kF8E4M3);
+  const std::string dir = ::testing::TempDir() + "/broken_fp8";
+  fs::remove_all(dir);
+  fs::copy(src, dir, fs::copy_options::recursive);
+  RewriteTensors(dir, [](std::vector<TensorToWrite>& tensors) {
+    std::erase_if(tensors, [](const TensorToWrite& t) {
+      return t.name == "model.layers.0.self_attn.q_a_proj.weight_scale_inv";
+    });
+  });
+  EXPECT_EQ(LoadError(dir), dir + ": tensor 'model.layers.0.self_attn.q_a_proj.weight_scale_inv' is missing");
+}
+
+}  // namespace
+}  // namespace mlarun

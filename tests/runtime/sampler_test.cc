@@ -1,0 +1,71 @@
+// Sampling on hand-built logits.
+#include "runtime/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <vector>
+
+namespace mlarun {
+namespace {
+
+std::set<int32_t> Draws(const SamplerOptions& o, const std::vector<float>& logits, int n = 2000) {
+  Sampler sampler(o);
+  std::set<int32_t> seen;
+  for (int i = 0; i < n; ++i) {
+    std::vector<float> l = logits;
+    seen.insert(sampler.Sample(l, {}));
+  }
+  return seen;
+}
+
+const std::vector<float> kLogits = {std::log(0.05f), std::log(0.4f), std::log(0.1f), std::log(0.3f),
+                                    std::log(0.15f)};
+
+TEST(SamplerTest, GreedyIsArgmax) {
+  std::vector<float> l = kLogits;
+  EXPECT_EQ(Sampler({}).Sample(l, {}), 1);
+}
+
+TEST(SamplerTest, TopKRestrictsToTheKBest) {
+  EXPECT_EQ(Draws({.temperature = 1.0f, .top_k = 2, .seed = 1}, kLogits), (std::set<int32_t>{1, 3}));
+}
+
+TEST(SamplerTest, TopPKeepsTheSmallestNucleus) {
+  // Sorted: 0.4 (1), 0.3 (3), 0.15 (4), 0.1 (2), 0.05 (0); cumulative 0.4, 0.7, 0.85.
+  EXPECT_EQ(Draws({.temperature = 1.0f, .top_p = 0.8f, .seed = 2}, kLogits), (std::set<int32_t>{1, 3, 4}));
+  EXPECT_EQ(Draws({.temperature = 1.0f, .top_p = 0.7f, .seed = 2}, kLogits), (std::set<int32_t>{1, 3}));
+}
+
+TEST(SamplerTest, MinPDropsUnlikelyTokens) {
+  // p >= 0.5 * 0.4 = 0.2: tokens 1 and 3.
+  EXPECT_EQ(Draws({.temperature = 1.0f, .min_p = 0.5f, .seed = 3}, kLogits), (std::set<int32_t>{1, 3}));
+}
+
+TEST(SamplerTest, SameSeedSameSequence) {
+  Sampler a({.temperature = 1.0f, .seed = 42});
+  Sampler b({.temperature = 1.0f, .seed = 42});
+  Sampler c({.temperature = 1.0f, .seed = 43});
+  std::vector<int32_t> sa, sb, sc;
+  for (int i = 0; i < 50; ++i) {
+    std::vector<float> l1 = kLogits, l2 = kLogits, l3 = kLogits;
+    sa.push_back(a.Sample(l1, {}));
+    sb.push_back(b.Sample(l2, {}));
+    sc.push_back(c.Sample(l3, {}));
+  }
+  EXPECT_EQ(sa, sb);
+  EXPECT_NE(sa, sc);
+}
+
+TEST(SamplerTest, PenaltiesDemoteSeenTokens) {
+  std::vector<float> l = kLogits;
+  const std::vector<int32_t> history = {1, 1};
+  // Presence 1 + frequency 2 * 1.0: token 1's logit drops by 3 -> token 3 wins.
+  EXPECT_EQ(Sampler({.presence_penalty = 1.0f, .frequency_penalty = 1.0f}).Sample(l, history), 3);
+  std::vector<float> positive = {2.0f, 1.5f};
+  EXPECT_EQ(Sampler({.repetition_penalty = 2.0f}).Sample(positive, std::vector<int32_t>{0}), 1);
+}
+
+}  // namespace
+}  // namespace mlarun
