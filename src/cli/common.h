@@ -48,5 +48,6 @@ DType ParseKvDtype(const std::string& text);
 void RegisterGenerate(CLI::App& app, int* exit_code);
 void RegisterLogits(CLI::App& app, int* exit_code);
 void RegisterMakeModel(CLI::App& app, int* exit_code);
+void RegisterKvReport(CLI::App& app, int* exit_code);
 
 }  // namespace mlarun::cli

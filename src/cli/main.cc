@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   mlarun::cli::RegisterGenerate(app, &exit_code);
   mlarun::cli::RegisterLogits(app, &exit_code);
   mlarun::cli::RegisterMakeModel(app, &exit_code);
+  mlarun::cli::RegisterKvReport(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,6 +1,7 @@
 // Parsing of --kv-policy strings.
 #include "kv/kv_policy.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "core/error.h"
@@ -14,6 +15,14 @@ std::string KvPolicy::ToString() const {
   if (sinks > 0) s += std::string(s.empty() ? "" : ",") + "sinks:" + std::to_string(sinks);
   if (compress > 0) s += ",compress:" + std::to_string(compress);
   return s;
+}
+
+int64_t PolicyRowsHeld(const KvPolicy& policy, int effective_window, int64_t n_tokens) {
+  if (effective_window == 0) return n_tokens;
+  const int64_t raw = std::min<int64_t>(n_tokens, policy.sinks + effective_window);
+  if (policy.compress == 0) return raw;
+  const int64_t m = std::max<int64_t>(0, n_tokens - policy.sinks - effective_window);
+  return raw + m % policy.compress + m / policy.compress;
 }
 
 KvPolicy ParseKvPolicy(std::string_view text) {

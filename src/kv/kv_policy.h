@@ -8,6 +8,7 @@
 // The model's own sliding window (Mistral) combines with the policy's: the smaller one wins.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -25,5 +26,13 @@ struct KvPolicy {
 
 // Parses a policy string; throws Error naming `--kv-policy` and the bad part.
 KvPolicy ParseKvPolicy(std::string_view text);
+
+// Returns how many cache rows (raw tokens + summaries) the last of `n_tokens` tokens attends to,
+// i.e. what the policy must keep, given the effective window (policy and model combined; 0 = none):
+//   full:               n
+//   window W, sinks S:  min(n, S + W)
+//   + compress K:       min(n, S + W) + (m mod K) + floor(m / K),  m = max(0, n - S - W)
+// Paged storage rounds up to whole blocks: at most two partially used blocks more.
+int64_t PolicyRowsHeld(const KvPolicy& policy, int effective_window, int64_t n_tokens);
 
 }  // namespace mlarun

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "model/kv_report.h"
 #include "model/layers/layer_context.h"
 
 namespace mlarun {
@@ -72,27 +73,7 @@ void Model::PrepareDerived() {
 }
 
 KvLayout Model::MakeKvLayout(DType kv_dtype) const {
-  const ModelConfig& c = config_;
-  KvRowFormat row;
-  if (c.family == ArchFamily::kDeepseek) {
-    row = {.dtype = kv_dtype,
-           .n_head_kv = 1,
-           .head_dim_k = c.kv_lora_rank + c.qk_rope_head_dim,
-           .head_dim_v = c.kv_lora_rank,
-           .v_aliases_k = true,
-           .rope_tail_dim = c.qk_rope_head_dim};
-  } else {
-    row = {.dtype = kv_dtype,
-           .n_head_kv = c.num_key_value_heads,
-           .head_dim_k = c.head_dim,
-           .head_dim_v = c.head_dim,
-           .v_aliases_k = false,
-           .rope_tail_dim = 0,
-           .quant_group = std::min(128, c.head_dim)};
-  }
-  KvLayout layout;
-  layout.layers.assign(static_cast<size_t>(c.num_hidden_layers), row);
-  return layout;
+  return MakeKvLayoutFromConfig(config_, kv_dtype);
 }
 
 void WriteCacheRows(const LayerContext& ctx, const float* rows) {

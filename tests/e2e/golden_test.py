@@ -33,9 +33,10 @@ from kv_policy import parse_kv_policy  # noqa: E402
 from run_reference import load_model  # noqa: E402
 
 PRESETS = ["tiny-v2-lite", "tiny-v2", "tiny-v3", "tiny-llama-mha", "tiny-llama-gqa",
-           "tiny-llama-mqa", "tiny-mistral-swa"]
+           "tiny-llama-mqa", "tiny-mistral-swa", "tiny-qwen2"]
 BF16_PRESETS = ["tiny-v3"]                  # also checked with --dtype bf16 (and fp8 with --with-fp8)
 POLICY_PRESETS = ["tiny-v3", "tiny-v2", "tiny-v2-lite"]   # the first one that exists is used
+EXTRA_POLICY_PRESETS = ["tiny-llama-gqa", "tiny-mistral-swa"]  # policies on the GQA family too
 POLICIES = ["window:8", "window:8,sinks:2", "window:6,sinks:2,compress:3"]
 MODES = ["prefill", "decode"]
 ATTENTIONS = ["naive", "absorbed"]
@@ -216,13 +217,17 @@ def main(argv=None):
     policy_preset = next((p for p in POLICY_PRESETS if (p, "f32") in made), None)
     if policy_preset is None:
         results.skip("kv-policies", "no DeepSeek preset available")
-    else:
-        model_dir, vocab = made[(policy_preset, "f32")]
+    policy_presets = ([policy_preset] if policy_preset else []) + [
+        p for p in EXTRA_POLICY_PRESETS if (p, "f32") in made]
+    for preset in policy_presets:
+        model_dir, vocab = made[(preset, "f32")]
         ids = token_ids(vocab, N_POLICY_IDS, salt=7)
+        # The GQA family has a single attention path; the MLA flag is ignored there.
+        attentions = ATTENTIONS if preset == policy_preset else ATTENTIONS[:1]
         for policy in POLICIES:
             for mode in MODES:
-                for attention in ATTENTIONS:
-                    compare_case(results, f"{policy_preset}/f32/{mode}/{attention}/{policy}", mlarun,
+                for attention in attentions:
+                    compare_case(results, f"{preset}/f32/{mode}/{attention}/{policy}", mlarun,
                                  model_dir, ids, vocab, mode, attention, policy, args.atol, work)
 
     print(f"\n{len(results.passed)} passed, {len(results.skipped)} skipped, {len(results.failed)} failed "

@@ -98,6 +98,20 @@ TEST(KvCacheTest, WindowMemoryStaysBoundedOverLongRuns) {
   EXPECT_LE(cache.pool().stats().peak_blocks_in_use, 1 + 64 / 16 + 1);
 }
 
+TEST(KvCacheTest, VisibleRowsMatchThePolicyFormula) {
+  for (const char* text : {"full", "window:7", "window:7,sinks:3", "window:5,sinks:2,compress:3",
+                           "window:4,compress:2"}) {
+    const KvPolicy policy = ParseKvPolicy(text);
+    KvCache cache(OneLayer(2), {.block_size = 4, .budget_bytes = 1 << 20, .policy = policy});
+    const int32_t seq = cache.AddSequence();
+    for (int64_t n = 1; n <= 60; ++n) {
+      EXPECT_EQ(static_cast<int64_t>(Append(cache, seq, 1).size()),
+                PolicyRowsHeld(policy, policy.window, n))
+          << text << " n=" << n;
+    }
+  }
+}
+
 TEST(KvCacheTest, ReserveFailsCleanlyWhenThePoolIsFull) {
   // 2 blocks of 4 rows of 8 bytes (64-byte aligned regions): budget for exactly 2 blocks.
   KvCache cache(OneLayer(2), {.block_size = 4, .budget_bytes = 128});

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""CLI contract: bad input gives exit code 1 and one `error:` line naming the file, tensor, field
+or option; good runs print what the README says. Run: cli_test.py --mlarun BIN --workdir DIR."""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+
+def run(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mlarun", required=True)
+    ap.add_argument("--workdir", required=True)
+    args = ap.parse_args()
+    bin_ = args.mlarun
+    work = args.workdir
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    failures = []
+
+    def expect_error(name, cmd, *needles):
+        r = run(cmd)
+        lines = [l for l in r.stderr.splitlines() if l.strip()]
+        ok = r.returncode == 1 and len(lines) == 1 and lines[0].startswith("error: ") and all(
+            n in lines[0] for n in needles)
+        print(("PASS " if ok else "FAIL ") + name + ": rc=%d %s" % (r.returncode, r.stderr.strip()))
+        if not ok:
+            failures.append(name)
+
+    model = os.path.join(work, "tiny")
+    r = run([bin_, "make-model", "--preset", "tiny-v2", "--out", model])
+    assert r.returncode == 0, r.stderr
+    ids = "1,2,3"
+    expect_error("unknown preset", [bin_, "make-model", "--preset", "huge", "--out", work + "/x"],
+                 "--preset", "unknown preset 'huge'")
+    expect_error("missing model dir", [bin_, "generate", "--model", work + "/none", "--prompt-ids", ids],
+                 work + "/none/config.json", "cannot open")
+    expect_error("bad policy", [bin_, "generate", "--model", model, "--prompt-ids", ids, "--kv-policy", "ring:3"],
+                 "--kv-policy", "unknown policy 'ring'")
+    expect_error("window 0", [bin_, "generate", "--model", model, "--prompt-ids", ids, "--kv-policy", "window:0"],
+                 "--kv-policy", "window must be >= 1")
+    expect_error("tiny budget", [bin_, "generate", "--model", model, "--prompt-ids", ids, "--kv-budget", "100B"],
+                 "--kv-budget", "cannot hold one KV block")
+    expect_error("budget exhausted", [bin_, "generate", "--model", model, "--prompt-ids", ids, "-n", "300",
+                                      "--ignore-eos", "--kv-budget", "24KiB", "--kv-block-size", "16"],
+                 "--kv-budget", "KV cache is full")
+    expect_error("bad kv dtype", [bin_, "generate", "--model", model, "--prompt-ids", ids, "--kv-dtype", "fp4"],
+                 "--kv-dtype", "'fp4'")
+    expect_error("bad ids", [bin_, "generate", "--model", model, "--prompt-ids", "1,x"], "--prompt-ids", "'x'")
+    expect_error("token outside vocab", [bin_, "logits", "--model", model, "--ids", "1,999999", "--out",
+                                         work + "/l.npy"], "999999", "outside the vocabulary")
+    expect_error("bad attention", [bin_, "logits", "--model", model, "--ids", ids, "--out", work + "/l.npy",
+                                   "--attention", "flash"], "--attention")
+    # Unsupported architecture.
+    arch = os.path.join(work, "arch")
+    shutil.copytree(model, arch)
+    cfg = json.load(open(arch + "/config.json"))
+    cfg["architectures"] = ["GPT2LMHeadModel"]
+    json.dump(cfg, open(arch + "/config.json", "w"))
+    expect_error("unsupported architecture", [bin_, "generate", "--model", arch, "--prompt-ids", ids],
+                 arch + "/config.json", "'GPT2LMHeadModel' is not supported")
+
+    # Good runs.
+    r = run([bin_, "generate", "--model", model, "--prompt-ids", ids, "-n", "5", "--ignore-eos", "--expert-stats"])
+    ok = r.returncode == 0 and len(r.stdout.strip().split(",")) == 5 and "KV bytes" in r.stderr and "cv" in r.stderr
+    print(("PASS" if ok else "FAIL") + " generate prints 5 ids, a summary and expert stats")
+    if not ok:
+        failures.append("generate")
+    v2 = os.path.join(work, "v2lite")
+    os.makedirs(v2)
+    shutil.copy("tests/testdata/configs/deepseek-v2-lite.config.json", v2 + "/config.json")
+    r = run([bin_, "kv-report", "--model", v2, "--context", "1000", "--json", "--plot", work + "/kv.svg"])
+    report = json.loads(r.stdout)
+    rows = {row["name"]: row for row in report["rows"]}
+    ok = (r.returncode == 0 and report["context"] == 1000 and rows["MLA"]["bytes_per_token"] == 31104 and
+          rows["MHA"]["bytes_per_token"] == 276480 and report["rows"][0]["name"] == "model" and
+          open(work + "/kv.svg").read().startswith("<svg"))
+    print(("PASS" if ok else "FAIL") + " kv-report --json on DeepSeek-V2-Lite: MLA 31104, MHA 276480 bytes/token")
+    if not ok:
+        failures.append("kv-report")
+    r = run([bin_, "kv-report", "--model", v2, "--context", "1000"])
+    ok = r.returncode == 0 and "31,104" in r.stdout and "276,480" in r.stdout
+    print(("PASS" if ok else "FAIL") + " kv-report table prints 31,104 and 276,480")
+    if not ok:
+        failures.append("kv-report table")
+
+    print("%d failures" % len(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
