@@ -49,5 +49,6 @@ void RegisterGenerate(CLI::App& app, int* exit_code);
 void RegisterLogits(CLI::App& app, int* exit_code);
 void RegisterMakeModel(CLI::App& app, int* exit_code);
 void RegisterKvReport(CLI::App& app, int* exit_code);
+void RegisterBench(CLI::App& app, int* exit_code);
 
 }  // namespace mlarun::cli

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   mlarun::cli::RegisterLogits(app, &exit_code);
   mlarun::cli::RegisterMakeModel(app, &exit_code);
   mlarun::cli::RegisterKvReport(app, &exit_code);
+  mlarun::cli::RegisterBench(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

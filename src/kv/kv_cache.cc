@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "core/check.h"
@@ -54,6 +55,38 @@ void KvCache::RemoveSequence(int32_t seq) {
 }
 
 int64_t KvCache::Length(int32_t seq) const { return Get(seq).length; }
+
+int32_t KvCache::ForkSequence(int32_t source, int64_t n_tokens) {
+  if (window_ != 0) throw Error("KV cache: sequences can only be forked under the full policy");
+  {
+    const Sequence& src = Get(source);
+    MLARUN_CHECK(n_tokens >= 0 && n_tokens <= src.length);
+  }
+  const bool partial = n_tokens % block_size_ != 0;
+  if (partial && pool_.FreeBlocks() == 0) return -1;
+  const int32_t fork = AddSequence();  // may reallocate sequences_: take references after it
+  const Sequence& src = Get(source);
+  Sequence& dst = Get(fork);
+  const int64_t full_blocks = n_tokens / block_size_;
+  for (int64_t b = 0; b < full_blocks; ++b) {
+    const int32_t block = src.blocks[static_cast<size_t>(b)];
+    pool_.Retain(block);
+    dst.blocks.push_back(block);
+  }
+  if (partial) {
+    const int32_t copy = pool_.Allocate();
+    const int32_t from = src.blocks[static_cast<size_t>(full_blocks)];
+    const int rows = static_cast<int>(n_tokens % block_size_);
+    for (size_t layer = 0; layer < pool_.layout().layers.size(); ++layer) {
+      const int l = static_cast<int>(layer);
+      std::memcpy(pool_.Row(l, copy, 0), pool_.Row(l, from, 0),
+                  static_cast<size_t>(rows) * pool_.layout().layers[layer].RowBytes());
+    }
+    dst.blocks.push_back(copy);
+  }
+  dst.length = n_tokens;
+  return fork;
+}
 
 int64_t KvCache::CompleteGroups(int64_t pos) const {
   if (policy_.compress == 0 || window_ == 0) return 0;

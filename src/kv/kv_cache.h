@@ -30,6 +30,11 @@ class KvCache {
   int32_t AddSequence();
   // Releases every block the sequence holds; the handle becomes invalid.
   void RemoveSequence(int32_t seq);
+  // Returns a new sequence holding the first `n_tokens` committed rows of `source`: whole blocks
+  // are shared by reference count, a partially used last block is copied (copy-on-write).
+  // Returns -1 if the pool lacks a block for the copy. Only for sequences without recycling
+  // (full policy and no model window).
+  int32_t ForkSequence(int32_t source, int64_t n_tokens);
   // Committed tokens of `seq` (the next token's position).
   int64_t Length(int32_t seq) const;
 

@@ -72,6 +72,40 @@ void Model::PrepareDerived() {
   }
 }
 
+namespace {
+
+int64_t MatrixBytes(const WeightMatrix& m) {
+  if (m.empty()) return 0;
+  int64_t bytes = m.rows * m.cols * static_cast<int64_t>(DTypeSize(m.dtype));
+  if (m.block_scale != nullptr) {
+    bytes += (m.rows + m.block_rows - 1) / m.block_rows * ((m.cols + m.block_cols - 1) / m.block_cols) * 4;
+  }
+  return bytes;
+}
+
+int64_t MlpBytes(const MlpWeights& w) {
+  return MatrixBytes(w.gate_proj) + MatrixBytes(w.up_proj) + MatrixBytes(w.down_proj);
+}
+
+}  // namespace
+
+int64_t Model::WeightBytesPerDecodedToken() const {
+  const ModelConfig& c = config_;
+  int64_t bytes = MatrixBytes(weights_.lm_head) +
+                  static_cast<int64_t>(c.hidden_size) * static_cast<int64_t>(DTypeSize(weights_.embed_tokens.dtype));
+  for (size_t i = 0; i < weights_.layers.size(); ++i) {
+    const LayerWeights& l = weights_.layers[i];
+    for (const WeightMatrix* m : {&l.mla.q_proj, &l.mla.q_a_proj, &l.mla.q_b_proj, &l.mla.kv_a_proj_with_mqa,
+                                  &l.mla.kv_b_proj, &l.mla.o_proj, &l.gqa.q_proj, &l.gqa.k_proj,
+                                  &l.gqa.v_proj, &l.gqa.o_proj, &l.moe.gate}) {
+      bytes += MatrixBytes(*m);
+    }
+    bytes += MlpBytes(l.mlp) + MlpBytes(l.moe.shared);
+    if (!l.moe.experts.empty()) bytes += c.num_experts_per_tok * MlpBytes(l.moe.experts[0]);
+  }
+  return bytes;
+}
+
 KvLayout Model::MakeKvLayout(DType kv_dtype) const {
   return MakeKvLayoutFromConfig(config_, kv_dtype);
 }

@@ -52,6 +52,9 @@ class Model {
   const ModelWeights& weights() const { return weights_; }
   // The cache rows one token stores per layer with cache dtype `kv_dtype`.
   KvLayout MakeKvLayout(DType kv_dtype) const;
+  // Bytes of weights one decoded token reads: every dense matrix, the router, shared experts and
+  // `num_experts_per_tok` routed experts per MoE layer, one embedding row and the lm_head.
+  int64_t WeightBytesPerDecodedToken() const;
   // The model's own sliding window (0 = none), for KvCacheOptions::model_window.
   int model_window() const { return config_.sliding_window; }
 

@@ -1,0 +1,146 @@
+// `mlarun bench`: prefill and decode speed at several context depths, the bytes one decoded token
+// touches (weights + KV), the GB/s that implies and the machine's measured read bandwidth.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli/common.h"
+#include "core/error.h"
+#include "runtime/bandwidth.h"
+#include "runtime/generator.h"
+
+namespace mlarun::cli {
+
+namespace {
+
+struct BenchArgs {
+  ModelArgs model;
+  int prompt = 512;
+  int decode = 64;
+  std::string depths = "0,4096";
+  std::string weights = "as-loaded";
+  std::string kv_dtype = "bf16";
+  int repeats = 3;
+  bool json = false;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+double Seconds(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::vector<int32_t> BenchTokens(int64_t n, int64_t vocab, uint64_t salt) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  uint64_t state = 0x9e3779b97f4a7c15ull ^ salt;
+  for (int32_t& id : ids) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    id = static_cast<int32_t>((state >> 33) % static_cast<uint64_t>(vocab));
+  }
+  return ids;
+}
+
+int RunBench(const BenchArgs& args) {
+  if (args.prompt <= 0 || args.decode <= 0 || args.repeats <= 0) {
+    throw Error("-p, -n and --repeats must be positive");
+  }
+  if (args.weights != "as-loaded" && args.weights != "bf16") {
+    throw Error("--weights: '" + args.weights + "' is not supported by this build (as-loaded, bf16)");
+  }
+  ThreadPool pool(args.model.threads);
+  const auto load_start = std::chrono::steady_clock::now();
+  const std::unique_ptr<Model> model = LoadModel(args.model);
+  const double load_seconds = Seconds(load_start);
+  const std::vector<int32_t> depths = ParseIdList(args.depths, "--depth");
+  const DType kv_dtype = ParseKvDtype(args.kv_dtype);
+  const double peak_gb_s = MeasureReadBandwidth(pool);
+  const int64_t vocab = model->config().vocab_size;
+  const int64_t weight_bytes = model->WeightBytesPerDecodedToken();
+  if (!args.json) {
+    std::printf("model %s (%s), %d threads, load %.2f s, peak read bandwidth %.1f GB/s\n",
+                ResolveModelDir(args.model.model_dir).c_str(), model->config().architecture.c_str(),
+                pool.size(), load_seconds, peak_gb_s);
+    std::printf("%8s %8s %12s %8s %12s %14s %10s %9s\n", "depth", "prefill", "prefill t/s", "decode",
+                "decode t/s", "bytes/token", "GB/s", "roofline");
+  }
+  for (int32_t depth : depths) {
+    const int64_t total = depth + args.prompt + args.decode;
+    const KvLayout layout = model->MakeKvLayout(kv_dtype);
+    const size_t budget = (static_cast<size_t>(total) * (args.repeats + 1) + 4096) * layout.BytesPerToken() + (64u << 20);
+    KvCache cache(layout, {.block_size = 64, .budget_bytes = budget});
+    const int32_t base = cache.AddSequence();
+    if (depth > 0) Prefill(*model, pool, cache, base, BenchTokens(depth, vocab, 1), {.prefill_chunk = 512});
+    std::vector<double> prefill_rates;
+    std::vector<double> decode_rates;
+    std::vector<float> logits(static_cast<size_t>(vocab));
+    for (int r = 0; r < args.repeats; ++r) {
+      const int32_t seq = cache.ForkSequence(base, depth);
+      const std::vector<int32_t> prompt = BenchTokens(args.prompt, vocab, 2 + static_cast<uint64_t>(r));
+      auto start = std::chrono::steady_clock::now();
+      Prefill(*model, pool, cache, seq, prompt, {.prefill_chunk = args.prompt});
+      prefill_rates.push_back(args.prompt / Seconds(start));
+      int32_t token = prompt.back();
+      start = std::chrono::steady_clock::now();
+      for (int i = 0; i < args.decode; ++i) {
+        ReserveOrThrow(cache, seq, 1);
+        const BatchToken next{.token = token, .seq = seq, .pos = cache.Length(seq), .want_logits = true};
+        model->Forward(pool, cache, std::span<const BatchToken>(&next, 1), {}, logits.data());
+        token = Argmax(logits);
+      }
+      decode_rates.push_back(args.decode / Seconds(start));
+      cache.RemoveSequence(seq);
+    }
+    const double prefill_tok_s = Median(prefill_rates);
+    const double decode_tok_s = Median(decode_rates);
+    // KV rows read per decoded token: the mean context over the decode run.
+    const int64_t mean_context = depth + args.prompt + args.decode / 2;
+    const int64_t bytes = weight_bytes + mean_context * static_cast<int64_t>(layout.BytesPerToken());
+    const double gb_s = static_cast<double>(bytes) * decode_tok_s / 1e9;
+    const std::string weights = args.weights == "as-loaded"
+                                    ? std::string(DTypeName(model->weights().layers[0].mla.kv_b_proj.empty()
+                                                                ? model->weights().layers[0].gqa.q_proj.dtype
+                                                                : model->weights().layers[0].mla.kv_b_proj.dtype))
+                                    : args.weights;
+    if (args.json) {
+      const nlohmann::json line = {{"weights", weights},
+                                   {"threads", pool.size()},
+                                   {"depth", depth},
+                                   {"prefill_tokens", args.prompt},
+                                   {"prefill_tok_s", prefill_tok_s},
+                                   {"decode_tokens", args.decode},
+                                   {"decode_tok_s", decode_tok_s},
+                                   {"bytes_per_decoded_token", bytes},
+                                   {"decode_gb_s", gb_s},
+                                   {"peak_read_gb_s", peak_gb_s},
+                                   {"roofline_fraction", gb_s / peak_gb_s}};
+      std::printf("%s\n", line.dump().c_str());
+    } else {
+      std::printf("%8d %8d %12.1f %8d %12.2f %14lld %10.2f %8.1f%%\n", depth, args.prompt, prefill_tok_s,
+                  args.decode, decode_tok_s, static_cast<long long>(bytes), gb_s, 100.0 * gb_s / peak_gb_s);
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void RegisterBench(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand("bench", "Prefill/decode tok/s at context depths, GB/s vs measured peak");
+  AddModelOptions(*cmd, args->model);
+  cmd->add_option("-p,--prompt", args->prompt, "Prefill tokens per measurement")->capture_default_str();
+  cmd->add_option("-n,--decode", args->decode, "Decoded tokens per measurement")->capture_default_str();
+  cmd->add_option("--depth", args->depths, "Context depths, e.g. 0,4096,16384")->capture_default_str();
+  cmd->add_option("--weights", args->weights, "Weight format: as-loaded, bf16, int8")->capture_default_str();
+  cmd->add_option("--kv-dtype", args->kv_dtype, "KV cache dtype")->capture_default_str();
+  cmd->add_option("--repeats", args->repeats, "Repeats per depth (median reported)")->capture_default_str();
+  cmd->add_flag("--json", args->json, "One JSON object per line per measurement");
+  cmd->callback([args, exit_code] { *exit_code = RunBench(*args); });
+}
+
+}  // namespace mlarun::cli
