@@ -33,17 +33,18 @@ void BM_Decode(benchmark::State& state, const std::string& policy) {
   const Model& model = BenchModel();
   const int64_t depth = state.range(0);
   ThreadPool pool(static_cast<int>(state.range(1)));
+  Exec exec{pool, GetKernelTable(BestIsa())};
   KvCache cache(model.MakeKvLayout(DType::kBF16),
                 {.block_size = 64, .budget_bytes = 8ull << 30, .policy = ParseKvPolicy(policy)});
   const int32_t seq = cache.AddSequence();
   std::vector<int32_t> prompt(static_cast<size_t>(depth));
   for (int64_t i = 0; i < depth; ++i) prompt[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7 + 3) % 500);
-  std::vector<float> logits = Prefill(model, pool, cache, seq, prompt, {.prefill_chunk = 512});
+  std::vector<float> logits = Prefill(model, exec, cache, seq, prompt, {.prefill_chunk = 512});
   int32_t token = 1;
   for (auto _ : state) {
     ReserveOrThrow(cache, seq, 1);
     const BatchToken next{.token = token, .seq = seq, .pos = cache.Length(seq), .want_logits = true};
-    model.Forward(pool, cache, std::span<const BatchToken>(&next, 1), {}, logits.data());
+    model.Forward(exec, cache, std::span<const BatchToken>(&next, 1), {}, logits.data());
     token = (token * 31 + 7) % 500;
   }
   state.counters["tok_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()),

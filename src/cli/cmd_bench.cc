@@ -52,18 +52,20 @@ int RunBench(const BenchArgs& args) {
     throw Error("--weights: '" + args.weights + "' is not supported by this build (as-loaded, bf16)");
   }
   ThreadPool pool(args.model.threads);
+  Exec exec{pool, SelectKernels(args.model)};
   const auto load_start = std::chrono::steady_clock::now();
   const std::unique_ptr<Model> model = LoadModel(args.model);
   const double load_seconds = Seconds(load_start);
   const std::vector<int32_t> depths = ParseIdList(args.depths, "--depth");
   const DType kv_dtype = ParseKvDtype(args.kv_dtype);
-  const double peak_gb_s = MeasureReadBandwidth(pool);
+  const double peak_gb_s = MeasureReadBandwidth(exec);
   const int64_t vocab = model->config().vocab_size;
   const int64_t weight_bytes = model->WeightBytesPerDecodedToken();
   if (!args.json) {
-    std::printf("model %s (%s), %d threads, load %.2f s, peak read bandwidth %.1f GB/s\n",
+    std::printf("model %s (%s), %d threads, kernels %s, load %.2f s, peak read bandwidth %.1f GB/s\n",
                 ResolveModelDir(args.model.model_dir).c_str(), model->config().architecture.c_str(),
-                pool.size(), load_seconds, peak_gb_s);
+                pool.size(), std::string(IsaName(exec.k.isa)).c_str(), load_seconds, peak_gb_s);
+    std::printf("cpu: %s\n", DescribeCpuFeatures().c_str());
     std::printf("%8s %8s %12s %8s %12s %14s %10s %9s\n", "depth", "prefill", "prefill t/s", "decode",
                 "decode t/s", "bytes/token", "GB/s", "roofline");
   }
@@ -73,7 +75,7 @@ int RunBench(const BenchArgs& args) {
     const size_t budget = (static_cast<size_t>(total) * (args.repeats + 1) + 4096) * layout.BytesPerToken() + (64u << 20);
     KvCache cache(layout, {.block_size = 64, .budget_bytes = budget});
     const int32_t base = cache.AddSequence();
-    if (depth > 0) Prefill(*model, pool, cache, base, BenchTokens(depth, vocab, 1), {.prefill_chunk = 512});
+    if (depth > 0) Prefill(*model, exec, cache, base, BenchTokens(depth, vocab, 1), {.prefill_chunk = 512});
     std::vector<double> prefill_rates;
     std::vector<double> decode_rates;
     std::vector<float> logits(static_cast<size_t>(vocab));
@@ -81,14 +83,14 @@ int RunBench(const BenchArgs& args) {
       const int32_t seq = cache.ForkSequence(base, depth);
       const std::vector<int32_t> prompt = BenchTokens(args.prompt, vocab, 2 + static_cast<uint64_t>(r));
       auto start = std::chrono::steady_clock::now();
-      Prefill(*model, pool, cache, seq, prompt, {.prefill_chunk = args.prompt});
+      Prefill(*model, exec, cache, seq, prompt, {.prefill_chunk = args.prompt});
       prefill_rates.push_back(args.prompt / Seconds(start));
       int32_t token = prompt.back();
       start = std::chrono::steady_clock::now();
       for (int i = 0; i < args.decode; ++i) {
         ReserveOrThrow(cache, seq, 1);
         const BatchToken next{.token = token, .seq = seq, .pos = cache.Length(seq), .want_logits = true};
-        model->Forward(pool, cache, std::span<const BatchToken>(&next, 1), {}, logits.data());
+        model->Forward(exec, cache, std::span<const BatchToken>(&next, 1), {}, logits.data());
         token = Argmax(logits);
       }
       decode_rates.push_back(args.decode / Seconds(start));

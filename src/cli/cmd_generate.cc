@@ -54,6 +54,7 @@ void PrintExpertStats(const ExpertStats& stats, bool verbose) {
 
 int RunGenerate(const GenerateArgs& args) {
   ThreadPool pool(args.model.threads);
+  Exec exec{pool, SelectKernels(args.model)};
   const std::unique_ptr<Model> model = LoadModel(args.model);
   const std::unique_ptr<KvCache> cache = MakeKvCache(*model, args.kv);
   const std::vector<int32_t> prompt = ParseIdList(args.prompt_ids, "--prompt-ids");
@@ -71,7 +72,7 @@ int RunGenerate(const GenerateArgs& args) {
     first = false;
     return true;
   };
-  const GenerateResult result = Generate(*model, pool, *cache, seq, prompt, options);
+  const GenerateResult result = Generate(*model, exec, *cache, seq, prompt, options);
   std::printf("\n");
   const double prefill_tps = static_cast<double>(result.prompt_tokens) / std::max(result.prefill_seconds, 1e-9);
   const size_t n_decoded = result.tokens.size() > 0 ? result.tokens.size() - 1 : 0;

@@ -23,6 +23,7 @@ struct LogitsArgs {
 
 int RunLogits(const LogitsArgs& args) {
   ThreadPool pool(args.model.threads);
+  Exec exec{pool, SelectKernels(args.model)};
   const std::unique_ptr<Model> model = LoadModel(args.model);
   const std::unique_ptr<KvCache> cache = MakeKvCache(*model, args.kv);
   const std::vector<int32_t> ids = ParseIdList(args.ids, "--ids");
@@ -52,7 +53,7 @@ int RunLogits(const LogitsArgs& args) {
       batch.push_back({.token = ids[static_cast<size_t>(i)], .seq = seq, .pos = i, .want_logits = true});
     }
     ReserveOrThrow(*cache, seq, end - begin);
-    model->Forward(pool, *cache, batch, {.mla_path = path}, logits.data() + begin * vocab);
+    model->Forward(exec, *cache, batch, {.mla_path = path}, logits.data() + begin * vocab);
   }
   WriteNpyF32(args.out, {n, vocab}, logits.data());
   std::fprintf(stderr, "wrote %s [%lld, %lld]; KV bytes used %zu\n", args.out.c_str(),

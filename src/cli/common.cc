@@ -15,6 +15,8 @@ void AddModelOptions(CLI::App& app, ModelArgs& args) {
   app.add_option("--model,-m", args.model_dir,
                  "Model directory (config.json + *.safetensors); default: the embedded demo model");
   app.add_option("--threads,-t", args.threads, "Worker threads (default: all cores)");
+  app.add_option("--isa", args.isa,
+                 "Kernel instruction set: auto, scalar, avx2, avx512 (default: $MLARUN_ISA or auto)");
 }
 
 void AddKvOptions(CLI::App& app, KvArgs& args, const std::string& default_dtype) {
@@ -47,6 +49,20 @@ std::string ResolveModelDir(const std::string& model_dir) {
 
 std::unique_ptr<Model> LoadModel(const ModelArgs& args) {
   return Model::Load(ResolveModelDir(args.model_dir));
+}
+
+const KernelTable& SelectKernels(const ModelArgs& args) {
+  std::string name = args.isa;
+  if (name.empty()) {
+    const char* env = std::getenv("MLARUN_ISA");
+    name = env != nullptr && *env != '\0' ? env : "auto";
+  }
+  Isa isa;
+  if (!ParseIsa(name, &isa)) throw Error("--isa: '" + name + "' is not one of auto, scalar, avx2, avx512");
+  if (!IsaSupported(isa)) {
+    throw Error("--isa: this CPU does not support " + name + " (" + DescribeCpuFeatures() + ")");
+  }
+  return GetKernelTable(isa);
 }
 
 DType ParseKvDtype(const std::string& text) {

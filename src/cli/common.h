@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/kernel_table.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 
@@ -17,6 +18,7 @@ namespace mlarun::cli {
 struct ModelArgs {
   std::string model_dir;  // empty: the embedded default model
   int threads = 0;        // 0: all cores
+  std::string isa;        // empty: $MLARUN_ISA, else the best the CPU supports
 };
 
 struct KvArgs {
@@ -26,7 +28,7 @@ struct KvArgs {
   int kv_block_size = 64;
 };
 
-// Adds --model and -t/--threads.
+// Adds --model, -t/--threads and --isa.
 void AddModelOptions(CLI::App& app, ModelArgs& args);
 // Adds --kv-dtype, --kv-policy, --kv-budget, --kv-block-size.
 void AddKvOptions(CLI::App& app, KvArgs& args, const std::string& default_dtype);
@@ -35,6 +37,9 @@ void AddKvOptions(CLI::App& app, KvArgs& args, const std::string& default_dtype)
 // source tree of this binary (build/bin/../../models/default) or the working directory.
 std::string ResolveModelDir(const std::string& model_dir);
 std::unique_ptr<Model> LoadModel(const ModelArgs& args);
+// The kernel set chosen by --isa / $MLARUN_ISA (scalar, avx2, avx512, auto); throws Error if the
+// CPU lacks it.
+const KernelTable& SelectKernels(const ModelArgs& args);
 // Builds a KV cache for `model` from the options; throws Error naming the bad option.
 std::unique_ptr<KvCache> MakeKvCache(const Model& model, const KvArgs& args);
 

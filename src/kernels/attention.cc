@@ -6,7 +6,6 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/vec.h"
 
 namespace mlarun {
 
@@ -16,8 +15,8 @@ void ResetPartial(const AttentionSpec& spec, AttentionPartial partial) {
   std::fill(partial.acc, partial.acc + static_cast<size_t>(spec.n_head_q) * spec.head_dim_v, 0.0f);
 }
 
-void AttendPartial(const AttentionSpec& spec, const KvRows& rows, const AttendArgs& args,
-                   AttentionPartial partial) {
+void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows& rows,
+                   const AttendArgs& args, AttentionPartial partial) {
   const KvRowFormat& format = rows.format;
   const int group = spec.n_head_q / spec.n_head_kv;
   const int kv_end = args.kv_head_end < 0 ? spec.n_head_kv : args.kv_head_end;
@@ -29,25 +28,28 @@ void AttendPartial(const AttentionSpec& spec, const KvRows& rows, const AttendAr
     for (int32_t r = 0; r < span.n_rows; ++r) {
       const uint8_t* raw = rows.Row(span.block, span.row_begin + r);
       const float* row = reinterpret_cast<const float*>(raw);
-      if (format.dtype != DType::kF32) {
+      if (format.dtype == DType::kBF16) {
+        k.bf16_to_f32(reinterpret_cast<const uint16_t*>(raw), decoded.data(), format.ValuesPerRow());
+        row = decoded.data();
+      } else if (format.dtype != DType::kF32) {
         DecodeKvRow(format, raw, decoded.data());
         row = decoded.data();
       }
       for (int g = args.kv_head_begin; g < kv_end; ++g) {
-        const float* k = row + g * format.head_dim_k;
+        const float* key = row + g * format.head_dim_k;
         const float* v = row + format.VOffset(g);
         for (int h = g * group; h < (g + 1) * group; ++h) {
-          const float score = Dot(args.q + h * dk, k, dk) * spec.scale + span.score_bias;
+          const float score = k.dot(args.q + h * dk, key, dk) * spec.scale + span.score_bias;
           float* acc = partial.acc + static_cast<size_t>(h) * dv;
           if (score > partial.max_score[h]) {
             const float correction = std::exp(partial.max_score[h] - score);
             partial.sum_exp[h] *= correction;
-            Scale(correction, acc, dv);
+            k.scale(correction, acc, dv);
             partial.max_score[h] = score;
           }
           const float p = std::exp(score - partial.max_score[h]);
           partial.sum_exp[h] += p;
-          Axpy(p, v, acc, dv);
+          k.axpy(p, v, acc, dv);
         }
       }
     }
@@ -80,13 +82,14 @@ void FinishPartial(const AttentionSpec& spec, AttentionPartial partial, int kv_h
   }
 }
 
-void Attend(const AttentionSpec& spec, const KvRows& rows, const AttendArgs& args, float* out) {
+void Attend(const KernelTable& k, const AttentionSpec& spec, const KvRows& rows,
+            const AttendArgs& args, float* out) {
   thread_local std::vector<float> state;
   const size_t n_head = static_cast<size_t>(spec.n_head_q);
   state.resize(n_head * (2 + static_cast<size_t>(spec.head_dim_v)));
   AttentionPartial partial{state.data(), state.data() + n_head, state.data() + 2 * n_head};
   ResetPartial(spec, partial);
-  AttendPartial(spec, rows, args, partial);
+  AttendPartial(k, spec, rows, args, partial);
   FinishPartial(spec, partial, args.kv_head_begin, args.kv_head_end, out);
 }
 

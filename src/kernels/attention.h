@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/kernel_table.h"
 #include "kernels/kv_row.h"
 
 namespace mlarun {
@@ -65,8 +66,8 @@ struct AttendArgs {
 
 // Accumulates the spans into `partial` (state for all n_head_q heads; only the selected groups
 // are touched). Initialise with ResetPartial.
-void AttendPartial(const AttentionSpec& spec, const KvRows& rows, const AttendArgs& args,
-                   AttentionPartial partial);
+void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows& rows,
+                   const AttendArgs& args, AttentionPartial partial);
 void ResetPartial(const AttentionSpec& spec, AttentionPartial partial);
 // Merges `other` into `into` (split-context attention).
 void MergePartial(const AttentionSpec& spec, AttentionPartial into, AttentionPartial other);
@@ -75,6 +76,7 @@ void FinishPartial(const AttentionSpec& spec, AttentionPartial partial, int kv_h
                    int kv_head_end, float* out);
 
 // Convenience: one query token over its spans; out: [n_head_q, head_dim_v].
-void Attend(const AttentionSpec& spec, const KvRows& rows, const AttendArgs& args, float* out);
+void Attend(const KernelTable& k, const AttentionSpec& spec, const KvRows& rows,
+            const AttendArgs& args, float* out);
 
 }  // namespace mlarun

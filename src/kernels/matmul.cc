@@ -1,11 +1,10 @@
-// Portable matmul: rows are decoded to float32 once per thread and reused for every token, so a
-// weight row is read from memory once per batch (the batched-GEMV access pattern of decode).
+// MatMul splits output rows into work items for the thread pool and runs the ISA's row kernel on
+// each; a weight row is read from memory once per batch.
 #include "kernels/matmul.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "kernels/vec.h"
 
 namespace mlarun {
 
@@ -39,30 +38,20 @@ void WeightMatrix::DecodeRow(int64_t r, float* out) const {
   }
 }
 
-void MatMulRows(ThreadPool& pool, const WeightMatrix& w, int64_t row_begin, int64_t row_end,
+void MatMulRows(Exec& exec, const WeightMatrix& w, int64_t row_begin, int64_t row_end,
                 const float* x, int64_t n_tokens, float* y) {
   const int64_t n_rows = row_end - row_begin;
-  const int64_t cols = w.cols;
-  const int64_t block = 16;  // rows per work item
-  pool.ParallelFor((n_rows + block - 1) / block, [&](int64_t item, int) {
-    thread_local std::vector<float> row;
-    row.resize(static_cast<size_t>(cols));
-    const int64_t begin = item * block;
-    const int64_t end = std::min(n_rows, begin + block);
-    for (int64_t r = begin; r < end; ++r) {
-      const float* wr = row.data();
-      if (w.dtype == DType::kF32) {
-        wr = static_cast<const float*>(w.data) + (row_begin + r) * cols;
-      } else {
-        w.DecodeRow(row_begin + r, row.data());
-      }
-      for (int64_t t = 0; t < n_tokens; ++t) y[t * n_rows + r] = Dot(wr, x + t * cols, cols);
-    }
+  // Rows per work item: large enough to amortise scheduling, small enough to balance threads.
+  const int64_t block = n_rows >= 4096 ? 64 : 16;
+  exec.pool.ParallelFor((n_rows + block - 1) / block, [&](int64_t item, int) {
+    const int64_t begin = row_begin + item * block;
+    const int64_t end = std::min(row_end, begin + block);
+    exec.k.matmul_rows(w, begin, end, x, n_tokens, y + (begin - row_begin), n_rows);
   });
 }
 
-void MatMul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y) {
-  MatMulRows(pool, w, 0, w.rows, x, n_tokens, y);
+void MatMul(Exec& exec, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y) {
+  MatMulRows(exec, w, 0, w.rows, x, n_tokens, y);
 }
 
 }  // namespace mlarun

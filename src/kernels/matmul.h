@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
-#include "core/thread_pool.h"
+#include "kernels/kernel_table.h"
 
 namespace mlarun {
 
@@ -26,11 +26,12 @@ struct WeightMatrix {
 };
 
 // Computes y = x W^T. x: [n_tokens, w.cols]; y: [n_tokens, w.rows]. Each output element is one
-// thread's fixed-order dot product, so the result does not depend on the thread count.
-void MatMul(ThreadPool& pool, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y);
+// thread's fixed-order dot product, so the result depends neither on the thread count nor on the
+// other tokens of the batch.
+void MatMul(Exec& exec, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y);
 
 // Same for a subset of output rows [row_begin, row_end) of `w`; y: [n_tokens, row_end-row_begin].
-void MatMulRows(ThreadPool& pool, const WeightMatrix& w, int64_t row_begin, int64_t row_end,
+void MatMulRows(Exec& exec, const WeightMatrix& w, int64_t row_begin, int64_t row_end,
                 const float* x, int64_t n_tokens, float* y);
 
 }  // namespace mlarun

@@ -121,7 +121,7 @@ void WriteCacheRows(const LayerContext& ctx, const float* rows) {
   }
 }
 
-void Model::Forward(ThreadPool& pool, KvCache& cache, std::span<const BatchToken> batch,
+void Model::Forward(Exec& exec, KvCache& cache, std::span<const BatchToken> batch,
                     const ForwardOptions& options, float* logits) const {
   const ModelConfig& c = config_;
   const int64_t n = static_cast<int64_t>(batch.size());
@@ -182,7 +182,7 @@ void Model::Forward(ThreadPool& pool, KvCache& cache, std::span<const BatchToken
   }
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
     const LayerWeights& lw = weights_.layers[static_cast<size_t>(layer)];
-    const LayerContext ctx{.pool = pool,
+    const LayerContext ctx{.exec = exec,
                            .cache = cache,
                            .config = c,
                            .layer = layer,
@@ -215,7 +215,7 @@ void Model::Forward(ThreadPool& pool, KvCache& cache, std::span<const BatchToken
       }
       MoeFeedForward(ctx, lw.moe, normed.data(), branch.data(), counts);
     } else {
-      DenseMlp(pool, lw.mlp, normed.data(), n, branch.data());
+      DenseMlp(exec, lw.mlp, normed.data(), n, branch.data());
     }
     for (int64_t i = 0; i < n * hidden; ++i) x[static_cast<size_t>(i)] += branch[static_cast<size_t>(i)];
   }
@@ -232,7 +232,7 @@ void Model::Forward(ThreadPool& pool, KvCache& cache, std::span<const BatchToken
             selected.data() + selected.size() - static_cast<size_t>(hidden));
   }
   const int64_t n_out = static_cast<int64_t>(selected.size()) / hidden;
-  if (n_out > 0) MatMul(pool, weights_.lm_head, selected.data(), n_out, logits);
+  if (n_out > 0) MatMul(exec, weights_.lm_head, selected.data(), n_out, logits);
 }
 
 }  // namespace mlarun

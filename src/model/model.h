@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "kernels/kernel_table.h"
 #include "kv/kv_cache.h"
 #include "model/config.h"
 #include "model/layers/rope.h"
@@ -61,7 +62,7 @@ class Model {
   // Runs the batch through the model. The caller must have reserved cache room for every
   // sequence's new tokens; they are committed on return. logits: [n_want_logits, vocab_size]
   // in batch order.
-  void Forward(ThreadPool& pool, KvCache& cache, std::span<const BatchToken> batch,
+  void Forward(Exec& exec, KvCache& cache, std::span<const BatchToken> batch,
                const ForwardOptions& options, float* logits) const;
 
  private:

@@ -1,5 +1,5 @@
-// Read-bandwidth probe: each thread sums its contiguous share of a large, already-touched array
-// with 8 independent accumulators (enough loads in flight to saturate the memory system).
+// Read-bandwidth probe: each thread reads its contiguous share of a large, already-touched array
+// in 1 MiB pieces through the vector dot kernel (dot(a, a) streams `a` from memory once).
 #include "runtime/bandwidth.h"
 
 #include <algorithm>
@@ -9,32 +9,30 @@
 
 namespace mlarun {
 
-double MeasureReadBandwidth(ThreadPool& pool, size_t bytes, int repeats) {
-  const size_t n = bytes / sizeof(uint64_t);
-  std::vector<uint64_t> data(n);
-  pool.ParallelForRange(static_cast<int64_t>(n), 4096, [&](int64_t begin, int64_t end, int) {
-    for (int64_t i = begin; i < end; ++i) data[static_cast<size_t>(i)] = static_cast<uint64_t>(i);
+double MeasureReadBandwidth(Exec& exec, size_t bytes, int repeats) {
+  const int64_t n = static_cast<int64_t>(bytes / sizeof(float));
+  std::vector<float> data(static_cast<size_t>(n));
+  exec.pool.ParallelForRange(n, 4096, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) data[static_cast<size_t>(i)] = static_cast<float>(i & 7);
   });
-  std::vector<uint64_t> sums(static_cast<size_t>(pool.size()) * 8);
+  const int64_t piece = (1 << 20) / static_cast<int64_t>(sizeof(float));
+  std::vector<double> sums(static_cast<size_t>(exec.pool.size()), 0.0);
   double best = 0.0;
   for (int r = 0; r < repeats; ++r) {
     const auto start = std::chrono::steady_clock::now();
-    pool.ParallelForRange(static_cast<int64_t>(n), 4096, [&](int64_t begin, int64_t end, int thread) {
-      uint64_t acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      const uint64_t* p = data.data();
-      int64_t i = begin;
-      for (; i + 8 <= end; i += 8) {
-        for (int j = 0; j < 8; ++j) acc[j] += p[i + j];
+    exec.pool.ParallelForRange(n, piece, [&](int64_t begin, int64_t end, int thread) {
+      double acc = 0.0;
+      for (int64_t i = begin; i < end; i += piece) {
+        const float* p = data.data() + i;
+        acc += exec.k.dot(p, p, std::min(piece, end - i));
       }
-      for (; i < end; ++i) acc[0] += p[i];
-      for (int j = 0; j < 8; ++j) sums[static_cast<size_t>(thread) * 8 + static_cast<size_t>(j)] += acc[j];
+      sums[static_cast<size_t>(thread)] += acc;
     });
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / seconds / 1e9);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, static_cast<double>(n) * sizeof(float) / seconds / 1e9);
   }
-  volatile uint64_t sink = 0;
-  for (uint64_t s : sums) sink = sink + s;
+  volatile double sink = 0.0;
+  for (double s : sums) sink = sink + s;
   (void)sink;
   return best;
 }

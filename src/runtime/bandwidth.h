@@ -3,12 +3,12 @@
 
 #include <cstddef>
 
-#include "core/thread_pool.h"
+#include "kernels/kernel_table.h"
 
 namespace mlarun {
 
-// Returns the best of `repeats` timed passes summing a `bytes`-sized array split across the pool's
-// threads, in GB/s (1e9 bytes per second).
-double MeasureReadBandwidth(ThreadPool& pool, size_t bytes = size_t{1} << 30, int repeats = 5);
+// Returns the best of `repeats` timed passes reading a `bytes`-sized float array, split across the
+// pool's threads and read with the ISA's vector loads, in GB/s (1e9 bytes per second).
+double MeasureReadBandwidth(Exec& exec, size_t bytes = size_t{1} << 30, int repeats = 5);
 
 }  // namespace mlarun

@@ -24,7 +24,7 @@ void ReserveOrThrow(KvCache& cache, int32_t seq, int64_t n_tokens) {
   }
 }
 
-std::vector<float> Prefill(const Model& model, ThreadPool& pool, KvCache& cache, int32_t seq,
+std::vector<float> Prefill(const Model& model, Exec& exec, KvCache& cache, int32_t seq,
                            std::span<const int32_t> prompt, const GenerateOptions& options) {
   const int64_t vocab = model.config().vocab_size;
   std::vector<float> logits(static_cast<size_t>(vocab));
@@ -42,14 +42,14 @@ std::vector<float> Prefill(const Model& model, ThreadPool& pool, KvCache& cache,
                        .want_logits = i == n - 1});
     }
     ReserveOrThrow(cache, seq, end - begin);
-    model.Forward(pool, cache, batch, {.mla_path = options.mla_path, .expert_stats = options.expert_stats},
+    model.Forward(exec, cache, batch, {.mla_path = options.mla_path, .expert_stats = options.expert_stats},
                   logits.data());
     if (options.on_prefill_progress) options.on_prefill_progress(end, n);
   }
   return logits;
 }
 
-GenerateResult Generate(const Model& model, ThreadPool& pool, KvCache& cache, int32_t seq,
+GenerateResult Generate(const Model& model, Exec& exec, KvCache& cache, int32_t seq,
                         std::span<const int32_t> prompt, const GenerateOptions& options) {
   if (prompt.empty()) throw Error("the prompt is empty");
   GenerateResult result;
@@ -58,7 +58,7 @@ GenerateResult Generate(const Model& model, ThreadPool& pool, KvCache& cache, in
   std::vector<int32_t> history(prompt.begin(), prompt.end());
 
   auto start = std::chrono::steady_clock::now();
-  std::vector<float> logits = Prefill(model, pool, cache, seq, prompt, options);
+  std::vector<float> logits = Prefill(model, exec, cache, seq, prompt, options);
   result.prefill_seconds = SecondsSince(start);
 
   start = std::chrono::steady_clock::now();
@@ -80,7 +80,7 @@ GenerateResult Generate(const Model& model, ThreadPool& pool, KvCache& cache, in
     if (i + 1 == options.max_new_tokens) break;
     ReserveOrThrow(cache, seq, 1);
     const BatchToken next{.token = token, .seq = seq, .pos = cache.Length(seq), .want_logits = true};
-    model.Forward(pool, cache, std::span<const BatchToken>(&next, 1),
+    model.Forward(exec, cache, std::span<const BatchToken>(&next, 1),
                   {.mla_path = options.mla_path, .expert_stats = options.expert_stats}, logits.data());
   }
   result.decode_seconds = SecondsSince(start);

@@ -38,11 +38,11 @@ struct GenerateResult {
 
 // Prefills `prompt` into `seq` (continuing what it holds) and returns the logits [vocab] of the
 // last prompt token. Throws Error if the cache cannot hold the tokens.
-std::vector<float> Prefill(const Model& model, ThreadPool& pool, KvCache& cache, int32_t seq,
+std::vector<float> Prefill(const Model& model, Exec& exec, KvCache& cache, int32_t seq,
                            std::span<const int32_t> prompt, const GenerateOptions& options);
 
 // Prefills `prompt`, then samples up to `max_new_tokens` tokens.
-GenerateResult Generate(const Model& model, ThreadPool& pool, KvCache& cache, int32_t seq,
+GenerateResult Generate(const Model& model, Exec& exec, KvCache& cache, int32_t seq,
                         std::span<const int32_t> prompt, const GenerateOptions& options);
 
 // Reserves cache room or throws Error naming --kv-budget.

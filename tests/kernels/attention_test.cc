@@ -12,6 +12,8 @@
 namespace mlarun {
 namespace {
 
+const KernelTable& K() { return GetKernelTable(Isa::kScalar); }
+
 struct Case {
   const char* name;
   AttentionSpec spec;
@@ -83,7 +85,7 @@ TEST_P(AttentionTest, MatchesDirectSoftmaxOverPagedSpans) {
   }
   const std::vector<double> expected = Direct(spec, format, listed, bias, q);
   std::vector<float> out(expected.size());
-  Attend(spec, rows, {.q = q.data(), .spans = spans}, out.data());
+  Attend(K(), spec, rows, {.q = q.data(), .spans = spans}, out.data());
   for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], expected[i], 1e-5) << i;
 
   // Split context: two partial states merged == one pass.
@@ -94,8 +96,8 @@ TEST_P(AttentionTest, MatchesDirectSoftmaxOverPagedSpans) {
   AttentionPartial b{state_b.data(), state_b.data() + nh, state_b.data() + 2 * nh};
   ResetPartial(spec, a);
   ResetPartial(spec, b);
-  AttendPartial(spec, rows, {.q = q.data(), .spans = std::span(spans).subspan(0, 1)}, a);
-  AttendPartial(spec, rows, {.q = q.data(), .spans = std::span(spans).subspan(1)}, b);
+  AttendPartial(K(), spec, rows, {.q = q.data(), .spans = std::span(spans).subspan(0, 1)}, a);
+  AttendPartial(K(), spec, rows, {.q = q.data(), .spans = std::span(spans).subspan(1)}, b);
   MergePartial(spec, a, b);
   std::vector<float> merged(out.size());
   FinishPartial(spec, a, 0, -1, merged.data());
@@ -133,10 +135,10 @@ TEST(AttentionInvariantTest, GqaEqualsMhaWithRepeatedKvHeads) {
   for (float& v : q) v = rng.NextSymmetric();
   const std::vector<KvSpan> spans = {{.block = 0, .row_begin = 0, .n_rows = n_rows}};
   std::vector<float> out_gqa(4 * hd), out_mha(4 * hd);
-  Attend({.n_head_q = 4, .n_head_kv = 2, .head_dim_qk = hd, .head_dim_v = hd, .scale = 0.3f},
+  Attend(K(), {.n_head_q = 4, .n_head_kv = 2, .head_dim_qk = hd, .head_dim_v = hd, .scale = 0.3f},
          {.base = reinterpret_cast<const uint8_t*>(gqa_rows.data()), .block_stride = 0, .format = gqa},
          {.q = q.data(), .spans = spans}, out_gqa.data());
-  Attend({.n_head_q = 4, .n_head_kv = 4, .head_dim_qk = hd, .head_dim_v = hd, .scale = 0.3f},
+  Attend(K(), {.n_head_q = 4, .n_head_kv = 4, .head_dim_qk = hd, .head_dim_v = hd, .scale = 0.3f},
          {.base = reinterpret_cast<const uint8_t*>(mha_rows.data()), .block_stride = 0, .format = mha},
          {.q = q.data(), .spans = spans}, out_mha.data());
   EXPECT_EQ(out_gqa, out_mha);
@@ -151,7 +153,7 @@ TEST(AttentionInvariantTest, OneHotScoresSelectOneRow) {
   const std::vector<float> q = {0, 1e4f, 0, 0};
   std::vector<float> out(4);
   const std::vector<KvSpan> spans = {{.block = 0, .row_begin = 0, .n_rows = 3}};
-  Attend({.n_head_q = 1, .n_head_kv = 1, .head_dim_qk = 4, .head_dim_v = 4, .scale = 1.0f},
+  Attend(K(), {.n_head_q = 1, .n_head_kv = 1, .head_dim_qk = 4, .head_dim_v = 4, .scale = 1.0f},
          {.base = reinterpret_cast<const uint8_t*>(rows.data()), .format = f},
          {.q = q.data(), .spans = spans}, out.data());
   EXPECT_EQ(out, (std::vector<float>{20, 21, 22, 23}));

@@ -26,6 +26,7 @@ TEST(MatMulTest, AllDtypesMatchDecodedProduct) {
   }
   const std::vector<float> scales = {0.01f, 0.02f, 0.03f, 0.04f};  // [ceil(37 / 32), ceil(150 / 128)] = [2, 2] blocks
   ThreadPool pool(2);
+  Exec exec{pool, GetKernelTable(Isa::kScalar)};
   const WeightMatrix mats[] = {
       {.dtype = DType::kF32, .rows = rows, .cols = cols, .data = w.data()},
       {.dtype = DType::kBF16, .rows = rows, .cols = cols, .data = bf16.data()},
@@ -35,7 +36,7 @@ TEST(MatMulTest, AllDtypesMatchDecodedProduct) {
   };
   for (const WeightMatrix& m : mats) {
     std::vector<float> y(static_cast<size_t>(n * rows));
-    MatMul(pool, m, x.data(), n, y.data());
+    MatMul(exec, m, x.data(), n, y.data());
     std::vector<float> row(static_cast<size_t>(cols));
     for (int64_t r = 0; r < rows; ++r) {
       m.DecodeRow(r, row.data());
@@ -61,9 +62,13 @@ TEST(MatMulTest, ResultIndependentOfThreadCount) {
   const WeightMatrix m{.dtype = DType::kF32, .rows = rows, .cols = cols, .data = w.data()};
   std::vector<float> y1(static_cast<size_t>(n * rows)), y3(y1.size());
   ThreadPool one(1), three(3);
-  MatMul(one, m, x.data(), n, y1.data());
-  MatMul(three, m, x.data(), n, y3.data());
-  EXPECT_EQ(y1, y3);
+  for (Isa isa : SupportedIsas()) {
+    Exec exec1{one, GetKernelTable(isa)};
+    Exec exec3{three, GetKernelTable(isa)};
+    MatMul(exec1, m, x.data(), n, y1.data());
+    MatMul(exec3, m, x.data(), n, y3.data());
+    EXPECT_EQ(y1, y3) << IsaName(isa);
+  }
 }
 
 }  // namespace

@@ -22,6 +22,7 @@ struct RunOptions {
   int threads = 2;
   DType kv_dtype = DType::kF32;
   std::string policy = "full";
+  Isa isa = BestIsa();
 };
 
 std::vector<int32_t> TestIds(int n) {
@@ -34,6 +35,7 @@ std::vector<int32_t> TestIds(int n) {
 std::vector<float> RunLogits(const Model& model, const std::vector<int32_t>& ids, const RunOptions& o,
                              size_t* kv_bytes = nullptr) {
   ThreadPool pool(o.threads);
+  Exec exec{pool, GetKernelTable(o.isa)};
   KvCache cache(model.MakeKvLayout(o.kv_dtype),
                 {.block_size = o.block_size, .budget_bytes = 64 << 20,
                  .policy = ParseKvPolicy(o.policy), .model_window = model.model_window()});
@@ -48,7 +50,7 @@ std::vector<float> RunLogits(const Model& model, const std::vector<int32_t>& ids
       batch.push_back({.token = ids[static_cast<size_t>(i)], .seq = seq, .pos = i, .want_logits = true});
     }
     ReserveOrThrow(cache, seq, static_cast<int64_t>(batch.size()));
-    model.Forward(pool, cache, batch, {.mla_path = o.path}, logits.data() + begin * vocab);
+    model.Forward(exec, cache, batch, {.mla_path = o.path}, logits.data() + begin * vocab);
   }
   if (kv_bytes != nullptr) *kv_bytes = cache.UsedBytes();
   return logits;

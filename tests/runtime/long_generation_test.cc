@@ -11,6 +11,7 @@ namespace {
 TEST(LongGenerationTest, WindowPolicyKeepsPeakBlocksBounded) {
   const auto model = Model::Load(testing::MakeTestModel("tiny-v2-lite", DType::kBF16));
   ThreadPool pool(1);
+  Exec exec{pool, GetKernelTable(BestIsa())};
   const int block_size = 64;
   KvCache cache(model->MakeKvLayout(DType::kBF16),
                 {.block_size = block_size, .budget_bytes = 64 << 20,
@@ -18,7 +19,7 @@ TEST(LongGenerationTest, WindowPolicyKeepsPeakBlocksBounded) {
   const int32_t seq = cache.AddSequence();
   const std::vector<int32_t> prompt = {1, 2, 3, 4};
   const GenerateResult result =
-      Generate(*model, pool, cache, seq, prompt,
+      Generate(*model, exec, cache, seq, prompt,
                {.max_new_tokens = 20000, .sampling = {.temperature = 1.0f, .seed = 5}});
   EXPECT_EQ(result.tokens.size(), 20000u);
   EXPECT_EQ(cache.Length(seq), 4 + 20000 - 1);

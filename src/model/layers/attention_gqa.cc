@@ -17,9 +17,9 @@ namespace mlarun {
 
 namespace {
 
-void ProjectWithBias(ThreadPool& pool, const WeightMatrix& w, const F32Vector& bias, const float* x,
+void ProjectWithBias(Exec& exec, const WeightMatrix& w, const F32Vector& bias, const float* x,
                      int64_t n, float* y) {
-  MatMul(pool, w, x, n, y);
+  MatMul(exec, w, x, n, y);
   if (bias.empty()) return;
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t i = 0; i < w.rows; ++i) y[t * w.rows + i] += bias.values[static_cast<size_t>(i)];
@@ -36,13 +36,13 @@ void GqaAttention(const LayerContext& ctx, const GqaWeights& w, const float* x, 
   const int hd = c.head_dim;
   const int pairs = ctx.rope.n_pairs();
   std::vector<float> q(static_cast<size_t>(n * n_head * hd));
-  ProjectWithBias(ctx.pool, w.q_proj, w.q_bias, x, n, q.data());
+  ProjectWithBias(ctx.exec, w.q_proj, w.q_bias, x, n, q.data());
   // Cache rows [n, K heads ; V heads].
   const int kv_width = n_head_kv * hd;
   std::vector<float> k(static_cast<size_t>(n * kv_width));
   std::vector<float> v(static_cast<size_t>(n * kv_width));
-  ProjectWithBias(ctx.pool, w.k_proj, w.k_bias, x, n, k.data());
-  ProjectWithBias(ctx.pool, w.v_proj, w.v_bias, x, n, v.data());
+  ProjectWithBias(ctx.exec, w.k_proj, w.k_bias, x, n, k.data());
+  ProjectWithBias(ctx.exec, w.v_proj, w.v_bias, x, n, v.data());
   std::vector<float> rows(static_cast<size_t>(n * 2 * kv_width));
   for (int64_t t = 0; t < n; ++t) {
     const float* cos = ctx.cos + t * pairs;
@@ -64,17 +64,17 @@ void GqaAttention(const LayerContext& ctx, const GqaWeights& w, const float* x, 
                            .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
   const KvRows cache_rows = ctx.cache.LayerRows(ctx.layer);
   std::vector<float> o(static_cast<size_t>(n * n_head * hd));
-  ctx.pool.ParallelFor(n * n_head_kv, [&](int64_t item, int) {
+  ctx.exec.pool.ParallelFor(n * n_head_kv, [&](int64_t item, int) {
     const int64_t t = item / n_head_kv;
     const int g = static_cast<int>(item % n_head_kv);
-    Attend(spec, cache_rows,
+    Attend(ctx.exec.k, spec, cache_rows,
            {.q = q.data() + t * n_head * hd,
             .spans = ctx.spans[static_cast<size_t>(t)],
             .kv_head_begin = g,
             .kv_head_end = g + 1},
            o.data() + t * n_head * hd);
   });
-  MatMul(ctx.pool, w.o_proj, o.data(), n, out);
+  MatMul(ctx.exec, w.o_proj, o.data(), n, out);
 }
 
 }  // namespace mlarun

@@ -33,14 +33,14 @@ void ComputeQuery(const LayerContext& ctx, const MlaWeights& w, const float* x, 
   const int64_t n = ctx.n_tokens();
   if (c.q_lora_rank > 0) {
     std::vector<float> c_q(static_cast<size_t>(n * c.q_lora_rank));
-    MatMul(ctx.pool, w.q_a_proj, x, n, c_q.data());
+    MatMul(ctx.exec, w.q_a_proj, x, n, c_q.data());
     for (int64_t t = 0; t < n; ++t) {
       float* row = c_q.data() + t * c.q_lora_rank;
       RmsNorm(row, w.q_a_layernorm.data(), c.q_lora_rank, kLoraNormEps, row);
     }
-    MatMul(ctx.pool, w.q_b_proj, c_q.data(), n, q);
+    MatMul(ctx.exec, w.q_b_proj, c_q.data(), n, q);
   } else {
-    MatMul(ctx.pool, w.q_proj, x, n, q);
+    MatMul(ctx.exec, w.q_proj, x, n, q);
   }
   const int qk = c.QkHeadDim();
   const int pairs = ctx.rope.n_pairs();
@@ -56,7 +56,7 @@ void ComputeQuery(const LayerContext& ctx, const MlaWeights& w, const float* x, 
 void ComputeLatentRows(const LayerContext& ctx, const MlaWeights& w, const float* x, float* rows) {
   const ModelConfig& c = ctx.config;
   const int width = c.kv_lora_rank + c.qk_rope_head_dim;
-  MatMul(ctx.pool, w.kv_a_proj_with_mqa, x, ctx.n_tokens(), rows);
+  MatMul(ctx.exec, w.kv_a_proj_with_mqa, x, ctx.n_tokens(), rows);
   const int pairs = ctx.rope.n_pairs();
   for (int64_t t = 0; t < ctx.n_tokens(); ++t) {
     float* row = rows + t * width;
@@ -87,7 +87,7 @@ void AttendAbsorbed(const LayerContext& ctx, const MlaWeights& w, const float* q
       std::copy_n(q_head, nope, gathered.data() + i * nope);
       std::copy(q_head + nope, q_head + qk, q_abs.data() + (i * n_head + h) * width + latent);
     }
-    MatMul(ctx.pool, w.w_uk_t[static_cast<size_t>(h)], gathered.data(), n, product.data());
+    MatMul(ctx.exec, w.w_uk_t[static_cast<size_t>(h)], gathered.data(), n, product.data());
     for (int64_t i = 0; i < n; ++i) {
       std::copy_n(product.data() + i * latent, latent, q_abs.data() + (i * n_head + h) * width);
     }
@@ -101,9 +101,9 @@ void AttendAbsorbed(const LayerContext& ctx, const MlaWeights& w, const float* q
                            .scale = ctx.attention_scale};
   const KvRows rows = ctx.cache.LayerRows(ctx.layer);
   std::vector<float> o_latent(static_cast<size_t>(n * n_head * latent));  // [n, n_head, latent]
-  ctx.pool.ParallelFor(n, [&](int64_t i, int) {
+  ctx.exec.pool.ParallelFor(n, [&](int64_t i, int) {
     const int32_t t = indices[static_cast<size_t>(i)];
-    Attend(spec, rows,
+    Attend(ctx.exec.k, spec, rows,
            {.q = q_abs.data() + i * n_head * width, .spans = ctx.spans[static_cast<size_t>(t)]},
            o_latent.data() + i * n_head * latent);
   });
@@ -113,7 +113,7 @@ void AttendAbsorbed(const LayerContext& ctx, const MlaWeights& w, const float* q
       std::copy_n(o_latent.data() + (i * n_head + h) * latent, latent, gathered.data() + i * latent);
     }
     const int64_t row_begin = static_cast<int64_t>(h) * (nope + dv) + nope;
-    MatMulRows(ctx.pool, w.kv_b_proj, row_begin, row_begin + dv, gathered.data(), n, product.data());
+    MatMulRows(ctx.exec, w.kv_b_proj, row_begin, row_begin + dv, gathered.data(), n, product.data());
     for (int64_t i = 0; i < n; ++i) {
       std::copy_n(product.data() + i * dv, dv,
                   o + (static_cast<int64_t>(indices[static_cast<size_t>(i)]) * n_head + h) * dv);
@@ -164,7 +164,7 @@ void AttendNaive(const LayerContext& ctx, const MlaWeights& w, const float* q,
   }
   const int kv_width = n_head * (nope + dv);
   std::vector<float> kv(static_cast<size_t>(n_rows * kv_width));
-  MatMul(ctx.pool, w.kv_b_proj, c_kv.data(), n_rows, kv.data());
+  MatMul(ctx.exec, w.kv_b_proj, c_kv.data(), n_rows, kv.data());
   // Expanded rows in the MHA cache-row layout: [K heads (nope + rope)..., V heads (v)...].
   const KvRowFormat format{.dtype = DType::kF32,
                            .n_head_kv = n_head,
@@ -194,13 +194,13 @@ void AttendNaive(const LayerContext& ctx, const MlaWeights& w, const float* q,
                            .window = ctx.cache.window(),
                            .scale = ctx.attention_scale};
   const int64_t n_queries = static_cast<int64_t>(slice.token_indices.size());
-  ctx.pool.ParallelFor(n_queries * n_head, [&](int64_t item, int) {
+  ctx.exec.pool.ParallelFor(n_queries * n_head, [&](int64_t item, int) {
     const int32_t t = slice.token_indices[static_cast<size_t>(item / n_head)];
     const int head = static_cast<int>(item % n_head);
     thread_local std::vector<KvSpan> spans;
     spans = ctx.spans[static_cast<size_t>(t)];
     for (KvSpan& s : spans) s.block = temp_block.at(s.block);
-    Attend(spec, rows,
+    Attend(ctx.exec.k, spec, rows,
            {.q = q + static_cast<int64_t>(t) * n_head * (nope + rope),
             .spans = spans,
             .kv_head_begin = head,
@@ -228,7 +228,7 @@ void MlaAttention(const LayerContext& ctx, const MlaWeights& w, const float* x, 
       AttendAbsorbed(ctx, w, q.data(), slice.token_indices, o.data());
     }
   }
-  MatMul(ctx.pool, w.o_proj, o.data(), n, out);
+  MatMul(ctx.exec, w.o_proj, o.data(), n, out);
 }
 
 }  // namespace mlarun

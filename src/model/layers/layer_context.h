@@ -8,6 +8,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/attention.h"
+#include "kernels/kernel_table.h"
 #include "kv/kv_cache.h"
 #include "model/config.h"
 #include "model/layers/rope.h"
@@ -26,7 +27,7 @@ struct SequenceSlice {
 };
 
 struct LayerContext {
-  ThreadPool& pool;
+  Exec& exec;
   KvCache& cache;
   const ModelConfig& config;
   int layer = 0;
@@ -50,7 +51,7 @@ struct ExpertStats;
 // Each writes `out` [n_tokens, hidden] from the normalised hidden states `x` [n_tokens, hidden].
 void MlaAttention(const LayerContext& ctx, const MlaWeights& w, const float* x, float* out);
 void GqaAttention(const LayerContext& ctx, const GqaWeights& w, const float* x, float* out);
-void DenseMlp(ThreadPool& pool, const MlpWeights& w, const float* x, int64_t n_tokens, float* out);
+void DenseMlp(Exec& exec, const MlpWeights& w, const float* x, int64_t n_tokens, float* out);
 void MoeFeedForward(const LayerContext& ctx, const MoeWeights& w, const float* x, float* out,
                     std::vector<int64_t>* expert_counts);
 

@@ -86,14 +86,14 @@ void SelectExperts(const GateSpec& spec, std::span<const float> router_logits,
   }
 }
 
-void DenseMlp(ThreadPool& pool, const MlpWeights& w, const float* x, int64_t n_tokens, float* out) {
+void DenseMlp(Exec& exec, const MlpWeights& w, const float* x, int64_t n_tokens, float* out) {
   const int64_t inter = w.gate_proj.rows;
   std::vector<float> gate(static_cast<size_t>(n_tokens * inter));
   std::vector<float> up(static_cast<size_t>(n_tokens * inter));
-  MatMul(pool, w.gate_proj, x, n_tokens, gate.data());
-  MatMul(pool, w.up_proj, x, n_tokens, up.data());
+  MatMul(exec, w.gate_proj, x, n_tokens, gate.data());
+  MatMul(exec, w.up_proj, x, n_tokens, up.data());
   SiluMul(gate.data(), up.data(), n_tokens * inter);
-  MatMul(pool, w.down_proj, gate.data(), n_tokens, out);
+  MatMul(exec, w.down_proj, gate.data(), n_tokens, out);
 }
 
 void MoeFeedForward(const LayerContext& ctx, const MoeWeights& w, const float* x, float* out,
@@ -104,7 +104,7 @@ void MoeFeedForward(const LayerContext& ctx, const MoeWeights& w, const float* x
   const GateSpec spec = GateSpec::FromConfig(c);
   const int k = spec.top_k;
   std::vector<float> logits(static_cast<size_t>(n * spec.n_experts));
-  MatMul(ctx.pool, w.gate, x, n, logits.data());
+  MatMul(ctx.exec, w.gate, x, n, logits.data());
   std::vector<int> ids(static_cast<size_t>(n * k));
   std::vector<float> weights(static_cast<size_t>(n * k));
   for (int64_t t = 0; t < n; ++t) {
@@ -134,7 +134,7 @@ void MoeFeedForward(const LayerContext& ctx, const MoeWeights& w, const float* x
     for (int64_t i = 0; i < m; ++i) {
       std::copy_n(x + tokens[static_cast<size_t>(i)].first * hidden, hidden, gathered.data() + i * hidden);
     }
-    DenseMlp(ctx.pool, w.experts[static_cast<size_t>(e)], gathered.data(), m, expert_out.data());
+    DenseMlp(ctx.exec, w.experts[static_cast<size_t>(e)], gathered.data(), m, expert_out.data());
     for (int64_t i = 0; i < m; ++i) {
       Axpy(tokens[static_cast<size_t>(i)].second, expert_out.data() + i * hidden,
            out + tokens[static_cast<size_t>(i)].first * hidden, hidden);
@@ -142,7 +142,7 @@ void MoeFeedForward(const LayerContext& ctx, const MoeWeights& w, const float* x
   }
   if (!w.shared.gate_proj.empty()) {
     std::vector<float> shared(static_cast<size_t>(n * hidden));
-    DenseMlp(ctx.pool, w.shared, x, n, shared.data());
+    DenseMlp(ctx.exec, w.shared, x, n, shared.data());
     for (int64_t i = 0; i < n * hidden; ++i) out[i] += shared[static_cast<size_t>(i)];
   }
 }

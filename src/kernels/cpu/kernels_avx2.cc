@@ -1,0 +1,49 @@
+// AVX2 + FMA kernels: 8-lane float vectors, masked tails via vmaskmov. Compiled with
+// -mavx2 -mfma; only called when the CPU supports them.
+#include <immintrin.h>
+
+#include "kernels/isa.h"
+
+namespace mlarun::avx2 {
+
+struct V {
+  using F = __m256;
+  static constexpr int kWidth = 8;
+  static constexpr Isa kIsa = Isa::kAvx2;
+  static __m256i TailMask(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static F Zero() { return _mm256_setzero_ps(); }
+  static F Set1(float a) { return _mm256_set1_ps(a); }
+  static F Load(const float* p) { return _mm256_loadu_ps(p); }
+  static F LoadTail(const float* p, int n) { return _mm256_maskload_ps(p, TailMask(n)); }
+  static F LoadBf16(const uint16_t* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static F LoadBf16Tail(const uint16_t* p, int n) {
+    alignas(16) uint16_t tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int i = 0; i < n; ++i) tmp[i] = p[i];
+    return LoadBf16(tmp);
+  }
+  static F Fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static float Reduce(F a) {
+    const __m128 lo = _mm256_castps256_ps128(a);
+    const __m128 hi = _mm256_extractf128_ps(a, 1);
+    __m128 s = _mm_add_ps(lo, hi);
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static void Store(float* p, F a) { _mm256_storeu_ps(p, a); }
+};
+
+}  // namespace mlarun::avx2
+
+#define SIMD_NAMESPACE avx2
+#include "kernels/cpu/simd_impl.h"
+
+namespace mlarun::detail {
+const KernelTable& Avx2KernelTable() { return avx2::kTable; }
+}  // namespace mlarun::detail

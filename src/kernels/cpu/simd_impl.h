@@ -1,0 +1,165 @@
+// Kernels written once over a vector-traits type `V` and compiled per ISA (kernels_avx2.cc,
+// kernels_avx512.cc include this file with their own traits and target flags).
+//
+// MatMul tiles: an MR x NT tile keeps one V-wide accumulator per (row, token) pair; columns are
+// consumed in steps of V::kWidth, the tail with zero-filled masked loads, and each accumulator is
+// reduced with V::Reduce. The per-pair order never depends on the tile shape, so results are
+// identical for any batch size or row split (batching invariance).
+// Include only from a translation unit compiled for the matching target.
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/kernel_table.h"
+#include "kernels/matmul.h"
+
+namespace mlarun::SIMD_NAMESPACE {
+
+using F = V::F;
+constexpr int kW = V::kWidth;
+
+inline F LoadW(const float* p) { return V::Load(p); }
+inline F LoadW(const uint16_t* p) { return V::LoadBf16(p); }
+inline F LoadWTail(const float* p, int n) { return V::LoadTail(p, n); }
+inline F LoadWTail(const uint16_t* p, int n) { return V::LoadBf16Tail(p, n); }
+
+// y[t * ldy + r] = rows[r] . x[t] for r < MR, t < NT.
+template <int MR, int NT, typename WT>
+inline void Tile(const WT* const* rows, const float* x, int64_t ldx, int64_t cols, float* y,
+                 int64_t ldy) {
+  F acc[MR][NT];
+  for (int r = 0; r < MR; ++r) {
+    for (int t = 0; t < NT; ++t) acc[r][t] = V::Zero();
+  }
+  int64_t c = 0;
+  for (; c + kW <= cols; c += kW) {
+    F xv[NT];
+    for (int t = 0; t < NT; ++t) xv[t] = V::Load(x + t * ldx + c);
+    for (int r = 0; r < MR; ++r) {
+      const F wv = LoadW(rows[r] + c);
+      for (int t = 0; t < NT; ++t) acc[r][t] = V::Fma(wv, xv[t], acc[r][t]);
+    }
+  }
+  if (c < cols) {
+    const int tail = static_cast<int>(cols - c);
+    F xv[NT];
+    for (int t = 0; t < NT; ++t) xv[t] = V::LoadTail(x + t * ldx + c, tail);
+    for (int r = 0; r < MR; ++r) {
+      const F wv = LoadWTail(rows[r] + c, tail);
+      for (int t = 0; t < NT; ++t) acc[r][t] = V::Fma(wv, xv[t], acc[r][t]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    for (int t = 0; t < NT; ++t) y[t * ldy + r] = V::Reduce(acc[r][t]);
+  }
+}
+
+// All tokens for MR rows, in token tiles of 4.
+template <int MR, typename WT>
+inline void RowTile(const WT* const* rows, const float* x, int64_t n_tokens, int64_t cols, float* y,
+                    int64_t ldy) {
+  int64_t t = 0;
+  for (; t + 4 <= n_tokens; t += 4) Tile<MR, 4>(rows, x + t * cols, cols, cols, y + t * ldy, ldy);
+  switch (n_tokens - t) {
+    case 3:
+      Tile<MR, 3>(rows, x + t * cols, cols, cols, y + t * ldy, ldy);
+      break;
+    case 2:
+      Tile<MR, 2>(rows, x + t * cols, cols, cols, y + t * ldy, ldy);
+      break;
+    case 1:
+      Tile<MR, 1>(rows, x + t * cols, cols, cols, y + t * ldy, ldy);
+      break;
+    default:
+      break;
+  }
+}
+
+template <typename WT>
+void RowsOfType(const WT* const* rows, int64_t n_rows, const float* x, int64_t n_tokens, int64_t cols,
+                float* y, int64_t ldy) {
+  int64_t r = 0;
+  for (; r + 4 <= n_rows; r += 4) RowTile<4>(rows + r, x, n_tokens, cols, y + r, ldy);
+  for (; r < n_rows; ++r) RowTile<1>(rows + r, x, n_tokens, cols, y + r, ldy);
+}
+
+void Bf16ToF32(const uint16_t* in, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) V::Store(out + i, V::LoadBf16(in + i));
+  for (; i < n; ++i) out[i] = BF16ToF32(in[i]);
+}
+
+// Rows per decoded block when the weights must be converted to f32 first (f16, fp8, or bf16 with
+// many tokens, where converting once beats converting in registers for every token tile).
+constexpr int64_t kDecodeRows = 16;
+constexpr int64_t kFusedMaxTokens = 8;
+
+void MatMulRows(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
+                int64_t n_tokens, float* y, int64_t ldy) {
+  const int64_t cols = w.cols;
+  if (w.dtype == DType::kF32 || (w.dtype == DType::kBF16 && n_tokens <= kFusedMaxTokens)) {
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kDecodeRows) {
+      const int64_t n = std::min(kDecodeRows, row_end - r0);
+      if (w.dtype == DType::kF32) {
+        const float* rows[kDecodeRows];
+        for (int64_t r = 0; r < n; ++r) rows[r] = static_cast<const float*>(w.data) + (r0 + r) * cols;
+        RowsOfType(rows, n, x, n_tokens, cols, y + (r0 - row_begin), ldy);
+      } else {
+        const uint16_t* rows[kDecodeRows];
+        for (int64_t r = 0; r < n; ++r) rows[r] = static_cast<const uint16_t*>(w.data) + (r0 + r) * cols;
+        RowsOfType(rows, n, x, n_tokens, cols, y + (r0 - row_begin), ldy);
+      }
+    }
+    return;
+  }
+  thread_local std::vector<float> buffer;
+  buffer.resize(static_cast<size_t>(kDecodeRows * cols));
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kDecodeRows) {
+    const int64_t n = std::min(kDecodeRows, row_end - r0);
+    const float* rows[kDecodeRows];
+    for (int64_t r = 0; r < n; ++r) {
+      float* dst = buffer.data() + r * cols;
+      if (w.dtype == DType::kBF16) {
+        Bf16ToF32(static_cast<const uint16_t*>(w.data) + (r0 + r) * cols, dst, cols);
+      } else {
+        w.DecodeRow(r0 + r, dst);
+      }
+      rows[r] = dst;
+    }
+    RowsOfType(rows, n, x, n_tokens, cols, y + (r0 - row_begin), ldy);
+  }
+}
+
+float Dot(const float* a, const float* b, int64_t n) {
+  F acc = V::Zero();
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) acc = V::Fma(V::Load(a + i), V::Load(b + i), acc);
+  if (i < n) acc = V::Fma(V::LoadTail(a + i, static_cast<int>(n - i)), V::LoadTail(b + i, static_cast<int>(n - i)), acc);
+  return V::Reduce(acc);
+}
+
+void Axpy(float a, const float* x, float* y, int64_t n) {
+  const F av = V::Set1(a);
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) V::Store(y + i, V::Fma(av, V::Load(x + i), V::Load(y + i)));
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+void Scale(float a, float* x, int64_t n) {
+  const F av = V::Set1(a);
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) V::Store(x + i, V::Mul(av, V::Load(x + i)));
+  for (; i < n; ++i) x[i] *= a;
+}
+
+const KernelTable kTable = {.isa = V::kIsa,
+                            .matmul_rows = MatMulRows,
+                            .dot = Dot,
+                            .axpy = Axpy,
+                            .scale = Scale,
+                            .bf16_to_f32 = Bf16ToF32};
+
+}  // namespace mlarun::SIMD_NAMESPACE

@@ -1,0 +1,42 @@
+// The kernels of one instruction-set level, as a table of function pointers resolved once at
+// start-up (never inside the layer loop), and the execution context passed to every kernel call.
+#pragma once
+
+#include <cstdint>
+
+#include "core/thread_pool.h"
+#include "kernels/isa.h"
+
+namespace mlarun {
+
+struct WeightMatrix;
+
+struct KernelTable {
+  Isa isa = Isa::kScalar;
+  // y[t * ldy + (r - row_begin)] = W[r, :] . x[t, :] for r in [row_begin, row_end), t < n_tokens.
+  // Every (r, t) element is accumulated in the same order whatever n_tokens and the row range, so
+  // a token's result does not depend on the batch it is in.
+  void (*matmul_rows)(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
+                      int64_t n_tokens, float* y, int64_t ldy);
+  float (*dot)(const float* a, const float* b, int64_t n);
+  void (*axpy)(float a, const float* x, float* y, int64_t n);  // y += a x
+  void (*scale)(float a, float* x, int64_t n);                 // x *= a
+  void (*bf16_to_f32)(const uint16_t* in, float* out, int64_t n);
+};
+
+// Returns the table for `isa`; the caller must check IsaSupported(isa) first.
+const KernelTable& GetKernelTable(Isa isa);
+
+// What a kernel call needs: the worker threads and the kernels of the chosen ISA.
+struct Exec {
+  ThreadPool& pool;
+  const KernelTable& k;
+};
+
+namespace detail {
+const KernelTable& ScalarKernelTable();
+const KernelTable& Avx2KernelTable();
+const KernelTable& Avx512KernelTable();
+}  // namespace detail
+
+}  // namespace mlarun

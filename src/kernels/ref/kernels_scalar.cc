@@ -1,0 +1,44 @@
+// The scalar reference kernels: portable C++, the oracle every SIMD kernel is tested against and
+// the path that runs on any CPU (`--isa scalar`).
+#include <vector>
+
+#include "kernels/kernel_table.h"
+#include "kernels/matmul.h"
+#include "kernels/vec.h"
+
+namespace mlarun::detail {
+
+namespace {
+
+void MatMulRowsScalar(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
+                      int64_t n_tokens, float* y, int64_t ldy) {
+  const int64_t cols = w.cols;
+  thread_local std::vector<float> row;
+  row.resize(static_cast<size_t>(cols));
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const float* wr = row.data();
+    if (w.dtype == DType::kF32) {
+      wr = static_cast<const float*>(w.data) + r * cols;
+    } else {
+      w.DecodeRow(r, row.data());
+    }
+    for (int64_t t = 0; t < n_tokens; ++t) y[t * ldy + (r - row_begin)] = Dot(wr, x + t * cols, cols);
+  }
+}
+
+void Bf16ToF32Scalar(const uint16_t* in, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = BF16ToF32(in[i]);
+}
+
+const KernelTable kScalarTable = {.isa = Isa::kScalar,
+                                  .matmul_rows = MatMulRowsScalar,
+                                  .dot = Dot,
+                                  .axpy = Axpy,
+                                  .scale = Scale,
+                                  .bf16_to_f32 = Bf16ToF32Scalar};
+
+}  // namespace
+
+const KernelTable& ScalarKernelTable() { return kScalarTable; }
+
+}  // namespace mlarun::detail

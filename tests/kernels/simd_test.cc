@@ -1,0 +1,125 @@
+// Every SIMD kernel against the scalar reference, for every ISA this CPU supports (the scalar
+// path itself is covered by the other kernel tests). Also: batching invariance per ISA.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/rng.h"
+#include "kernels/attention.h"
+#include "kernels/kernel_table.h"
+#include "kernels/matmul.h"
+
+namespace mlarun {
+namespace {
+
+class SimdTest : public ::testing::TestWithParam<Isa> {
+ protected:
+  const KernelTable& simd() const { return GetKernelTable(GetParam()); }
+  const KernelTable& scalar() const { return GetKernelTable(Isa::kScalar); }
+};
+
+std::vector<float> Random(size_t n, uint64_t seed, float scale = 1.0f) {
+  Rng rng(seed);
+  std::vector<float> v(n);
+  for (float& x : v) x = scale * rng.NextSymmetric();
+  return v;
+}
+
+TEST_P(SimdTest, MatMulMatchesScalarForEveryDtypeAndBatchSize) {
+  for (int64_t cols : {5, 16, 150, 1024 + 3}) {
+    const int64_t rows = 37;
+    const std::vector<float> w = Random(static_cast<size_t>(rows * cols), 1);
+    std::vector<uint16_t> bf16(w.size()), f16(w.size());
+    std::vector<uint8_t> fp8(w.size());
+    for (size_t i = 0; i < w.size(); ++i) {
+      bf16[i] = F32ToBF16(w[i]);
+      f16[i] = F32ToF16(w[i]);
+      fp8[i] = F32ToF8E4M3(w[i] * 200.0f);
+    }
+    const std::vector<float> scales((rows + 31) / 32 * ((cols + 63) / 64), 0.005f);
+    const WeightMatrix mats[] = {
+        {.dtype = DType::kF32, .rows = rows, .cols = cols, .data = w.data()},
+        {.dtype = DType::kBF16, .rows = rows, .cols = cols, .data = bf16.data()},
+        {.dtype = DType::kF16, .rows = rows, .cols = cols, .data = f16.data()},
+        {.dtype = DType::kF8E4M3, .rows = rows, .cols = cols, .data = fp8.data(),
+         .block_scale = scales.data(), .block_rows = 32, .block_cols = 64},
+    };
+    const int64_t max_tokens = 13;  // crosses the fused-conversion threshold
+    const std::vector<float> x = Random(static_cast<size_t>(max_tokens * cols), 2);
+    for (const WeightMatrix& m : mats) {
+      std::vector<float> expected(static_cast<size_t>(max_tokens * rows));
+      std::vector<float> batched(expected.size());
+      scalar().matmul_rows(m, 0, rows, x.data(), max_tokens, expected.data(), rows);
+      simd().matmul_rows(m, 0, rows, x.data(), max_tokens, batched.data(), rows);
+      for (size_t i = 0; i < expected.size(); ++i) {
+        EXPECT_NEAR(batched[i], expected[i], 2e-5 * std::sqrt(static_cast<double>(cols)))
+            << DTypeName(m.dtype) << " cols " << cols << " i " << i;
+      }
+      // Each token alone, and odd row ranges, give bitwise the batched result.
+      for (int64_t t = 0; t < max_tokens; ++t) {
+        std::vector<float> alone(static_cast<size_t>(rows));
+        simd().matmul_rows(m, 0, 7, x.data() + t * cols, 1, alone.data(), rows);
+        simd().matmul_rows(m, 7, rows, x.data() + t * cols, 1, alone.data() + 7, rows);
+        for (int64_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(alone[static_cast<size_t>(r)], batched[static_cast<size_t>(t * rows + r)])
+              << DTypeName(m.dtype) << " cols " << cols << " token " << t << " row " << r;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(SimdTest, VectorOpsMatchScalar) {
+  for (int64_t n : {1, 7, 16, 33, 576}) {
+    const std::vector<float> a = Random(static_cast<size_t>(n), 3), b = Random(static_cast<size_t>(n), 4);
+    EXPECT_NEAR(simd().dot(a.data(), b.data(), n), scalar().dot(a.data(), b.data(), n), 1e-5 * n);
+    std::vector<float> y1 = b, y2 = b;
+    simd().axpy(0.7f, a.data(), y1.data(), n);
+    scalar().axpy(0.7f, a.data(), y2.data(), n);
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(y1[static_cast<size_t>(i)], y2[static_cast<size_t>(i)], 1e-6);
+    simd().scale(1.5f, y1.data(), n);
+    scalar().scale(1.5f, y2.data(), n);
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(y1[static_cast<size_t>(i)], y2[static_cast<size_t>(i)], 1e-6);
+    std::vector<uint16_t> h(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) h[static_cast<size_t>(i)] = F32ToBF16(a[static_cast<size_t>(i)]);
+    std::vector<float> f1(static_cast<size_t>(n)), f2(static_cast<size_t>(n));
+    simd().bf16_to_f32(h.data(), f1.data(), n);
+    scalar().bf16_to_f32(h.data(), f2.data(), n);
+    EXPECT_EQ(f1, f2);
+  }
+}
+
+TEST_P(SimdTest, AttentionMatchesScalarOnBf16LatentRows) {
+  const AttentionSpec spec{.n_head_q = 8, .n_head_kv = 1, .head_dim_qk = 72, .head_dim_v = 64,
+                           .v_aliases_k = true, .scale = 0.1f};
+  const KvRowFormat f{.dtype = DType::kBF16, .n_head_kv = 1, .head_dim_k = 72, .head_dim_v = 64,
+                      .v_aliases_k = true};
+  const int block_size = 16;
+  const std::vector<float> values = Random(static_cast<size_t>(3 * block_size * 72), 5, 2.0f);
+  std::vector<uint8_t> storage(3 * block_size * f.RowBytes());
+  for (int r = 0; r < 3 * block_size; ++r) EncodeKvRow(f, values.data() + r * 72, storage.data() + r * f.RowBytes());
+  const KvRows rows{.base = storage.data(), .block_stride = block_size * f.RowBytes(), .format = f};
+  const std::vector<KvSpan> spans = {{.block = 2, .row_begin = 0, .n_rows = 16},
+                                     {.block = 0, .row_begin = 3, .n_rows = 9, .score_bias = 0.5f}};
+  const std::vector<float> q = Random(8 * 72, 6, 3.0f);
+  std::vector<float> a(8 * 64), b(8 * 64);
+  Attend(simd(), spec, rows, {.q = q.data(), .spans = spans}, a.data());
+  Attend(scalar(), spec, rows, {.q = q.data(), .spans = spans}, b.data());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << i;
+}
+
+std::vector<Isa> SimdIsas() {
+  std::vector<Isa> out;
+  for (Isa isa : SupportedIsas()) {
+    if (isa != Isa::kScalar) out.push_back(isa);
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(SupportedIsas, SimdTest, ::testing::ValuesIn(SimdIsas()),
+                         [](const auto& info) { return std::string(IsaName(info.param)); });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(SimdTest);
+
+}  // namespace
+}  // namespace mlarun
