@@ -3,7 +3,12 @@
 #include <cstdio>
 #include <iostream>
 
+#include <optional>
+
 #include "cli/common.h"
+#include "cli/progress.h"
+#include "cli/text_io.h"
+#include "runtime/text_stream.h"
 #include "core/error.h"
 #include "runtime/generator.h"
 
@@ -14,7 +19,11 @@ namespace {
 struct GenerateArgs {
   ModelArgs model;
   KvArgs kv;
+  std::string prompt;
+  std::string prompt_file;
   std::string prompt_ids;
+  std::vector<std::string> stop;
+  int64_t ctx_size = 0;
   int n = 32;
   SamplerOptions sampling;
   bool expert_stats = false;
@@ -22,57 +31,67 @@ struct GenerateArgs {
   bool ignore_eos = false;
 };
 
-// Prints, per MoE layer, min / max / coefficient of variation of tokens per routed expert.
-void PrintExpertStats(const ExpertStats& stats, bool verbose) {
-  std::fprintf(stderr, "expert load (tokens per routed expert, per MoE layer):\n");
-  for (size_t layer = 0; layer < stats.counts.size(); ++layer) {
-    const auto& counts = stats.counts[layer];
-    if (counts.empty()) continue;
-    int64_t total = 0;
-    int64_t min_count = counts[0];
-    int64_t max_count = counts[0];
-    for (int64_t c : counts) {
-      total += c;
-      min_count = std::min(min_count, c);
-      max_count = std::max(max_count, c);
-    }
-    const double mean = static_cast<double>(total) / static_cast<double>(counts.size());
-    double var = 0.0;
-    for (int64_t c : counts) var += (static_cast<double>(c) - mean) * (static_cast<double>(c) - mean);
-    var /= static_cast<double>(counts.size());
-    const double cv = mean > 0 ? std::sqrt(var) / mean : 0.0;
-    std::fprintf(stderr, "  layer %2zu: %lld assignments, min %lld, max %lld, mean %.2f, cv %.3f\n",
-                 layer, static_cast<long long>(total), static_cast<long long>(min_count),
-                 static_cast<long long>(max_count), mean, cv);
-    if (verbose) {
-      std::fprintf(stderr, "    histogram:");
-      for (int64_t c : counts) std::fprintf(stderr, " %lld", static_cast<long long>(c));
-      std::fprintf(stderr, "\n");
-    }
-  }
-}
-
 int RunGenerate(const GenerateArgs& args) {
+  const int n_prompt_sources = !args.prompt.empty() + !args.prompt_file.empty() + !args.prompt_ids.empty();
+  if (n_prompt_sources != 1) throw Error("give exactly one of --prompt, --file and --prompt-ids");
   ThreadPool pool(args.model.threads);
   Exec exec{pool, SelectKernels(args.model)};
-  const std::unique_ptr<Model> model = LoadModel(args.model);
+  const std::string model_dir = ResolveModelDir(args.model.model_dir);
+  const std::unique_ptr<Model> model = LoadModelWithProgress(model_dir);
+  const bool text_mode = args.prompt_ids.empty();
+  std::optional<Tokenizer> tokenizer;
+  std::vector<int32_t> prompt;
+  if (text_mode) {
+    tokenizer.emplace(LoadTokenizer(model_dir));
+    const std::string text = args.prompt_file.empty() ? args.prompt : ReadInput(args.prompt_file);
+    size_t bad = 0;
+    if (!IsValidUtf8(text, &bad)) {
+      throw Error((args.prompt_file.empty() ? std::string("--prompt") : args.prompt_file) +
+                  ": invalid UTF-8 at byte " + std::to_string(bad));
+    }
+    prompt = tokenizer->Encode(text, tokenizer->add_bos_token());
+  } else {
+    prompt = ParseIdList(args.prompt_ids, "--prompt-ids");
+  }
+  const int64_t ctx = args.ctx_size > 0 ? args.ctx_size : model->config().max_position_embeddings;
+  if (static_cast<int64_t>(prompt.size()) >= ctx) {
+    throw Error("the prompt is " + std::to_string(prompt.size()) + " tokens, but the context is " +
+                std::to_string(ctx) + " tokens (--ctx-size)");
+  }
   const std::unique_ptr<KvCache> cache = MakeKvCache(*model, args.kv);
-  const std::vector<int32_t> prompt = ParseIdList(args.prompt_ids, "--prompt-ids");
   const int32_t seq = cache->AddSequence();
   ExpertStats stats;
-  GenerateOptions options{.max_new_tokens = args.n, .sampling = args.sampling};
+  GenerateOptions options{
+      .max_new_tokens = static_cast<int>(std::min<int64_t>(args.n, ctx - static_cast<int64_t>(prompt.size()))),
+      .sampling = args.sampling};
   if (!args.ignore_eos) {
     for (int64_t eos : model->config().eos_token_ids) options.stop_ids.push_back(static_cast<int32_t>(eos));
+    if (tokenizer) options.stop_ids.push_back(tokenizer->eos_id());
   }
   if (args.expert_stats) options.expert_stats = &stats;
+  ProgressBar prefill_bar("prefill", static_cast<int64_t>(prompt.size()));
+  if (static_cast<int>(prompt.size()) > options.prefill_chunk) {
+    options.on_prefill_progress = [&](int64_t done, int64_t) {
+      prefill_bar.Update(done);
+      if (done == static_cast<int64_t>(prompt.size())) prefill_bar.Finish();
+    };
+  }
   bool first = true;
+  std::optional<TextStream> stream;
+  if (text_mode) stream.emplace(*tokenizer, args.stop);
+  bool stopped_by_string = false;
   options.on_token = [&](int32_t token) {
-    std::printf("%s%d", first ? "" : ",", token);
+    if (stream) {
+      std::fputs(stream->Push(token, &stopped_by_string).c_str(), stdout);
+    } else {
+      std::printf("%s%d", first ? "" : ",", token);
+    }
     std::fflush(stdout);
     first = false;
-    return true;
+    return !stopped_by_string;
   };
   const GenerateResult result = Generate(*model, exec, *cache, seq, prompt, options);
+  if (stream) std::fputs(stream->Finish().c_str(), stdout);
   std::printf("\n");
   const double prefill_tps = static_cast<double>(result.prompt_tokens) / std::max(result.prefill_seconds, 1e-9);
   const size_t n_decoded = result.tokens.size() > 0 ? result.tokens.size() - 1 : 0;
@@ -93,7 +112,11 @@ void RegisterGenerate(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("generate", "Generate tokens from a prompt");
   AddModelOptions(*cmd, args->model);
   AddKvOptions(*cmd, args->kv, "f32");
-  cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids, e.g. \"1,2,3\"")->required();
+  cmd->add_option("--prompt,-p", args->prompt, "Prompt text (streamed output is text)");
+  cmd->add_option("--file,-f", args->prompt_file, "Read the prompt text from a file");
+  cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids, e.g. \"1,2,3\" (output is ids)");
+  cmd->add_option("--stop", args->stop, "Stop string (repeatable); not printed");
+  cmd->add_option("-c,--ctx-size", args->ctx_size, "Context length limit (default: max_position_embeddings)");
   cmd->add_option("-n,--max-tokens", args->n, "Tokens to generate")->capture_default_str();
   cmd->add_option("--temperature", args->sampling.temperature, "0 = greedy")->capture_default_str();
   cmd->add_option("--top-k", args->sampling.top_k, "0 = off")->capture_default_str();

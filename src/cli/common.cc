@@ -4,9 +4,13 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
+#include "cli/progress.h"
 #include "core/error.h"
 
 namespace mlarun::cli {
@@ -48,7 +52,17 @@ std::string ResolveModelDir(const std::string& model_dir) {
 }
 
 std::unique_ptr<Model> LoadModel(const ModelArgs& args) {
-  return Model::Load(ResolveModelDir(args.model_dir));
+  return LoadModelWithProgress(ResolveModelDir(args.model_dir));
+}
+
+std::unique_ptr<Model> LoadModelWithProgress(const std::string& model_dir) {
+  std::optional<ProgressBar> bar;
+  std::unique_ptr<Model> model = Model::Load(model_dir, [&](int64_t done, int64_t total) {
+    if (!bar) bar.emplace("loading", total);
+    bar->Update(done);
+  });
+  if (bar) bar->Finish();
+  return model;
 }
 
 const KernelTable& SelectKernels(const ModelArgs& args) {
@@ -132,6 +146,36 @@ std::vector<int32_t> ParseIdList(const std::string& text, const std::string& opt
   }
   if (ids.empty()) throw Error(option + ": no token ids given");
   return ids;
+}
+
+// Prints, per MoE layer, min / max / coefficient of variation of tokens per routed expert.
+void PrintExpertStats(const ExpertStats& stats, bool verbose) {
+  std::fprintf(stderr, "expert load (tokens per routed expert, per MoE layer):\n");
+  for (size_t layer = 0; layer < stats.counts.size(); ++layer) {
+    const auto& counts = stats.counts[layer];
+    if (counts.empty()) continue;
+    int64_t total = 0;
+    int64_t min_count = counts[0];
+    int64_t max_count = counts[0];
+    for (int64_t c : counts) {
+      total += c;
+      min_count = std::min(min_count, c);
+      max_count = std::max(max_count, c);
+    }
+    const double mean = static_cast<double>(total) / static_cast<double>(counts.size());
+    double var = 0.0;
+    for (int64_t c : counts) var += (static_cast<double>(c) - mean) * (static_cast<double>(c) - mean);
+    var /= static_cast<double>(counts.size());
+    const double cv = mean > 0 ? std::sqrt(var) / mean : 0.0;
+    std::fprintf(stderr, "  layer %2zu: %lld assignments, min %lld, max %lld, mean %.2f, cv %.3f\n",
+                 layer, static_cast<long long>(total), static_cast<long long>(min_count),
+                 static_cast<long long>(max_count), mean, cv);
+    if (verbose) {
+      std::fprintf(stderr, "    histogram:");
+      for (int64_t c : counts) std::fprintf(stderr, " %lld", static_cast<long long>(c));
+      std::fprintf(stderr, "\n");
+    }
+  }
 }
 
 }  // namespace mlarun::cli

@@ -37,6 +37,8 @@ void AddKvOptions(CLI::App& app, KvArgs& args, const std::string& default_dtype)
 // source tree of this binary (build/bin/../../models/default) or the working directory.
 std::string ResolveModelDir(const std::string& model_dir);
 std::unique_ptr<Model> LoadModel(const ModelArgs& args);
+// Loads the model in `model_dir` with a progress bar on a terminal.
+std::unique_ptr<Model> LoadModelWithProgress(const std::string& model_dir);
 // The kernel set chosen by --isa / $MLARUN_ISA (scalar, avx2, avx512, auto); throws Error if the
 // CPU lacks it.
 const KernelTable& SelectKernels(const ModelArgs& args);
@@ -48,6 +50,9 @@ uint64_t ParseByteSize(const std::string& text, const std::string& option);
 // Parses "1,2,3" into token ids; throws Error naming `option`.
 std::vector<int32_t> ParseIdList(const std::string& text, const std::string& option);
 DType ParseKvDtype(const std::string& text);
+// Prints, per MoE layer, tokens per routed expert: min / max / mean / coefficient of variation
+// (and every count with `verbose`), to stderr.
+void PrintExpertStats(const ExpertStats& stats, bool verbose);
 
 // Registers the subcommands; each returns its own exit code through `*exit_code`.
 void RegisterGenerate(CLI::App& app, int* exit_code);
@@ -55,5 +60,8 @@ void RegisterLogits(CLI::App& app, int* exit_code);
 void RegisterMakeModel(CLI::App& app, int* exit_code);
 void RegisterKvReport(CLI::App& app, int* exit_code);
 void RegisterBench(CLI::App& app, int* exit_code);
+void RegisterTokenize(CLI::App& app, int* exit_code);  // tokenize and detokenize
+void RegisterChat(CLI::App& app, int* exit_code);
+void RegisterPerplexity(CLI::App& app, int* exit_code);
 
 }  // namespace mlarun::cli

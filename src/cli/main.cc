@@ -16,6 +16,9 @@ int main(int argc, char** argv) {
   mlarun::cli::RegisterMakeModel(app, &exit_code);
   mlarun::cli::RegisterKvReport(app, &exit_code);
   mlarun::cli::RegisterBench(app, &exit_code);
+  mlarun::cli::RegisterTokenize(app, &exit_code);
+  mlarun::cli::RegisterChat(app, &exit_code);
+  mlarun::cli::RegisterPerplexity(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

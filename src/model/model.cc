@@ -22,11 +22,12 @@ constexpr int64_t kNaiveMinTokens = 32;
 
 }  // namespace
 
-std::unique_ptr<Model> Model::Load(const std::string& model_dir) {
+std::unique_ptr<Model> Model::Load(const std::string& model_dir,
+                                   const std::function<void(int64_t, int64_t)>& on_progress) {
   std::unique_ptr<Model> model(new Model());
   model->config_ = LoadModelConfig(model_dir);
   model->archive_ = std::make_unique<SafetensorsArchive>(SafetensorsArchive::Open(model_dir));
-  LoadWeights(model->config_, *model->archive_, model_dir, model->weights_);
+  LoadWeights(model->config_, *model->archive_, model_dir, model->weights_, on_progress);
   model->PrepareDerived();
   return model;
 }

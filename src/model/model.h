@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -47,7 +48,9 @@ struct ForwardOptions {
 class Model {
  public:
   // Loads `<dir>/config.json` and the safetensors weights (mmap). Throws Error on bad input.
-  static std::unique_ptr<Model> Load(const std::string& model_dir);
+  // `on_progress(done, total)` is called as tensors are bound.
+  static std::unique_ptr<Model> Load(const std::string& model_dir,
+                                     const std::function<void(int64_t, int64_t)>& on_progress = {});
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }

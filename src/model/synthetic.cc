@@ -16,8 +16,10 @@
 #include "core/mapped_file.h"
 #include "core/rng.h"
 #include "model/config.h"
+#include "model/data/tokenizer_corpus.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
+#include "tokenizer/bpe_trainer.h"
 
 namespace mlarun {
 
@@ -257,6 +259,14 @@ void QuantizeFp8(const std::vector<float>& w, int64_t rows, int64_t cols, std::v
   }
 }
 
+// The special tokens of preset tokenizers, in DeepSeek's spelling; they take the last ids.
+const std::vector<std::string> kSpecialTokens = {"<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>",
+                                                 "<｜User｜>", "<｜Assistant｜>"};
+// Presets with at most this many tokens get a trained tokenizer (bench-v2-lite's 102,400 do not).
+constexpr int64_t kMaxTokenizerVocab = 4096;
+
+bool HasTokenizer(const Json& config) { return config.at("vocab_size").get<int64_t>() <= kMaxTokenizerVocab; }
+
 }  // namespace
 
 std::vector<std::string> SyntheticPresetNames() {
@@ -266,6 +276,11 @@ std::vector<std::string> SyntheticPresetNames() {
 
 std::string SyntheticConfigJson(const SyntheticModelOptions& options) {
   Json config = PresetConfig(options.preset);
+  if (HasTokenizer(config)) {
+    const int64_t vocab = config.at("vocab_size").get<int64_t>();
+    config["bos_token_id"] = vocab - static_cast<int64_t>(kSpecialTokens.size());
+    config["eos_token_id"] = vocab - static_cast<int64_t>(kSpecialTokens.size()) + 1;
+  }
   if (options.layers > 0) config["num_hidden_layers"] = options.layers;
   if (options.dtype == DType::kF8E4M3) {
     config["quantization_config"] = {{"activation_scheme", "dynamic"},
@@ -286,6 +301,12 @@ void WriteSyntheticModel(const SyntheticModelOptions& options, const std::string
   const ModelConfig config = ParseModelConfig(config_text, "preset " + options.preset);
   std::filesystem::create_directories(out_dir);
   WriteStringToFile(out_dir + "/config.json", config_text);
+  if (config.vocab_size <= kMaxTokenizerVocab) {
+    WriteStringToFile(out_dir + "/tokenizer.json",
+                      TrainByteLevelBpeJson(kTokenizerCorpus, static_cast<int>(config.vocab_size), kSpecialTokens));
+    WriteStringToFile(out_dir + "/tokenizer_config.json",
+                      MakeTokenizerConfigJson(kSpecialTokens[0], kSpecialTokens[1]));
+  }
 
   // Declare every tensor (and FP8 scales), assign shards, then stream the data.
   struct Planned {

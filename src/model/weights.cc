@@ -136,8 +136,16 @@ void ForEachTensor(const ModelConfig& c, ModelWeights& w,
 }
 
 void LoadWeights(const ModelConfig& config, const SafetensorsArchive& archive,
-                 const std::string& model_dir, ModelWeights& weights) {
+                 const std::string& model_dir, ModelWeights& weights,
+                 const std::function<void(int64_t, int64_t)>& on_progress) {
+  int64_t total = 0;
+  int64_t done = 0;
+  if (on_progress) {
+    ModelWeights scratch;
+    ForEachTensor(config, scratch, [&](const TensorSlot&) { ++total; });
+  }
   ForEachTensor(config, weights, [&](const TensorSlot& slot) {
+    if (on_progress) on_progress(++done, total);
     const TensorInfo* t = archive.Find(slot.name);
     if (t == nullptr) throw Error(model_dir + ": tensor '" + slot.name + "' is missing");
     const std::string where = t->file + ": tensor '" + slot.name + "'";

@@ -95,6 +95,7 @@ void ForEachTensor(const ModelConfig& config, ModelWeights& weights,
 // Binds every required tensor of `archive` (mmap, no copy where aligned); throws Error naming the
 // file and tensor for a missing tensor, a wrong shape or an unsupported dtype.
 void LoadWeights(const ModelConfig& config, const SafetensorsArchive& archive,
-                 const std::string& model_dir, ModelWeights& weights);
+                 const std::string& model_dir, ModelWeights& weights,
+                 const std::function<void(int64_t, int64_t)>& on_progress = {});
 
 }  // namespace mlarun
