@@ -19,7 +19,6 @@ struct BenchArgs {
   int prompt = 512;
   int decode = 64;
   std::string depths = "0,4096";
-  std::string weights = "as-loaded";
   std::string kv_dtype = "bf16";
   int repeats = 3;
   bool json = false;
@@ -48,13 +47,10 @@ int RunBench(const BenchArgs& args) {
   if (args.prompt <= 0 || args.decode <= 0 || args.repeats <= 0) {
     throw Error("-p, -n and --repeats must be positive");
   }
-  if (args.weights != "as-loaded" && args.weights != "bf16") {
-    throw Error("--weights: '" + args.weights + "' is not supported by this build (as-loaded, bf16)");
-  }
   ThreadPool pool(args.model.threads);
   Exec exec{pool, SelectKernels(args.model)};
   const auto load_start = std::chrono::steady_clock::now();
-  const std::unique_ptr<Model> model = LoadModel(args.model);
+  const std::unique_ptr<Model> model = LoadModel(args.model, pool);
   const double load_seconds = Seconds(load_start);
   const std::vector<int32_t> depths = ParseIdList(args.depths, "--depth");
   const DType kv_dtype = ParseKvDtype(args.kv_dtype);
@@ -102,11 +98,10 @@ int RunBench(const BenchArgs& args) {
     const int64_t mean_context = depth + args.prompt + args.decode / 2;
     const int64_t bytes = weight_bytes + mean_context * static_cast<int64_t>(layout.BytesPerToken());
     const double gb_s = static_cast<double>(bytes) * decode_tok_s / 1e9;
-    const std::string weights = args.weights == "as-loaded"
-                                    ? std::string(DTypeName(model->weights().layers[0].mla.kv_b_proj.empty()
-                                                                ? model->weights().layers[0].gqa.q_proj.dtype
-                                                                : model->weights().layers[0].mla.kv_b_proj.dtype))
-                                    : args.weights;
+    const WeightMatrix& probe = model->weights().layers[0].mla.o_proj.empty()
+                                    ? model->weights().layers[0].gqa.o_proj
+                                    : model->weights().layers[0].mla.o_proj;
+    const std::string weights = probe.dtype == DType::kI8 ? "int8" : std::string(DTypeName(probe.dtype));
     if (args.json) {
       const nlohmann::json line = {{"weights", weights},
                                    {"threads", pool.size()},
@@ -138,7 +133,6 @@ void RegisterBench(CLI::App& app, int* exit_code) {
   cmd->add_option("-p,--prompt", args->prompt, "Prefill tokens per measurement")->capture_default_str();
   cmd->add_option("-n,--decode", args->decode, "Decoded tokens per measurement")->capture_default_str();
   cmd->add_option("--depth", args->depths, "Context depths, e.g. 0,4096,16384")->capture_default_str();
-  cmd->add_option("--weights", args->weights, "Weight format: as-loaded, bf16, int8")->capture_default_str();
   cmd->add_option("--kv-dtype", args->kv_dtype, "KV cache dtype")->capture_default_str();
   cmd->add_option("--repeats", args->repeats, "Repeats per depth (median reported)")->capture_default_str();
   cmd->add_flag("--json", args->json, "One JSON object per line per measurement");

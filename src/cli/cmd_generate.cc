@@ -37,7 +37,7 @@ int RunGenerate(const GenerateArgs& args) {
   ThreadPool pool(args.model.threads);
   Exec exec{pool, SelectKernels(args.model)};
   const std::string model_dir = ResolveModelDir(args.model.model_dir);
-  const std::unique_ptr<Model> model = LoadModelWithProgress(model_dir);
+  const std::unique_ptr<Model> model = LoadModel(args.model, pool);
   const bool text_mode = args.prompt_ids.empty();
   std::optional<Tokenizer> tokenizer;
   std::vector<int32_t> prompt;

@@ -24,7 +24,7 @@ struct LogitsArgs {
 int RunLogits(const LogitsArgs& args) {
   ThreadPool pool(args.model.threads);
   Exec exec{pool, SelectKernels(args.model)};
-  const std::unique_ptr<Model> model = LoadModel(args.model);
+  const std::unique_ptr<Model> model = LoadModel(args.model, pool);
   const std::unique_ptr<KvCache> cache = MakeKvCache(*model, args.kv);
   const std::vector<int32_t> ids = ParseIdList(args.ids, "--ids");
   MlaPath path = MlaPath::kAuto;

@@ -32,7 +32,7 @@ int RunPerplexity(const PerplexityArgs& args) {
   ThreadPool pool(args.model.threads);
   Exec exec{pool, SelectKernels(args.model)};
   const std::string model_dir = ResolveModelDir(args.model.model_dir);
-  const std::unique_ptr<Model> model = LoadModelWithProgress(model_dir);
+  const std::unique_ptr<Model> model = LoadModel(args.model, pool);
   const Tokenizer tokenizer = LoadTokenizer(model_dir);
   const std::string text = ReadInput(args.file);
   size_t bad = 0;

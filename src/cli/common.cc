@@ -19,6 +19,8 @@ void AddModelOptions(CLI::App& app, ModelArgs& args) {
   app.add_option("--model,-m", args.model_dir,
                  "Model directory (config.json + *.safetensors); default: the embedded demo model");
   app.add_option("--threads,-t", args.threads, "Worker threads (default: all cores)");
+  app.add_option("--weights", args.weights, "Weight format: as-loaded or int8 (Q8 blocks, quantised at load)")
+      ->capture_default_str();
   app.add_option("--isa", args.isa,
                  "Kernel instruction set: auto, scalar, avx2, avx512 (default: $MLARUN_ISA or auto)");
 }
@@ -51,16 +53,19 @@ std::string ResolveModelDir(const std::string& model_dir) {
               "(models/default) was not found");
 }
 
-std::unique_ptr<Model> LoadModel(const ModelArgs& args) {
-  return LoadModelWithProgress(ResolveModelDir(args.model_dir));
-}
-
-std::unique_ptr<Model> LoadModelWithProgress(const std::string& model_dir) {
+std::unique_ptr<Model> LoadModel(const ModelArgs& args, ThreadPool& pool) {
+  ModelLoadOptions options{.pool = &pool};
+  if (args.weights == "int8") {
+    options.weights = WeightFormat::kInt8;
+  } else if (args.weights != "as-loaded") {
+    throw Error("--weights: '" + args.weights + "' is not one of as-loaded, int8");
+  }
   std::optional<ProgressBar> bar;
-  std::unique_ptr<Model> model = Model::Load(model_dir, [&](int64_t done, int64_t total) {
+  options.on_progress = [&](int64_t done, int64_t total) {
     if (!bar) bar.emplace("loading", total);
     bar->Update(done);
-  });
+  };
+  std::unique_ptr<Model> model = Model::Load(ResolveModelDir(args.model_dir), options);
   if (bar) bar->Finish();
   return model;
 }

@@ -19,6 +19,7 @@ struct ModelArgs {
   std::string model_dir;  // empty: the embedded default model
   int threads = 0;        // 0: all cores
   std::string isa;        // empty: $MLARUN_ISA, else the best the CPU supports
+  std::string weights = "as-loaded";  // or int8 (quantised at load)
 };
 
 struct KvArgs {
@@ -28,7 +29,7 @@ struct KvArgs {
   int kv_block_size = 64;
 };
 
-// Adds --model, -t/--threads and --isa.
+// Adds --model, -t/--threads, --isa and --weights.
 void AddModelOptions(CLI::App& app, ModelArgs& args);
 // Adds --kv-dtype, --kv-policy, --kv-budget, --kv-block-size.
 void AddKvOptions(CLI::App& app, KvArgs& args, const std::string& default_dtype);
@@ -36,9 +37,9 @@ void AddKvOptions(CLI::App& app, KvArgs& args, const std::string& default_dtype)
 // Returns the model directory: --model, else $MLARUN_MODEL, else models/default next to the
 // source tree of this binary (build/bin/../../models/default) or the working directory.
 std::string ResolveModelDir(const std::string& model_dir);
-std::unique_ptr<Model> LoadModel(const ModelArgs& args);
-// Loads the model in `model_dir` with a progress bar on a terminal.
-std::unique_ptr<Model> LoadModelWithProgress(const std::string& model_dir);
+// Loads the model of --model (and --weights), with a progress bar on a terminal; `pool` is used
+// for load-time quantisation.
+std::unique_ptr<Model> LoadModel(const ModelArgs& args, ThreadPool& pool);
 // The kernel set chosen by --isa / $MLARUN_ISA (scalar, avx2, avx512, auto); throws Error if the
 // CPU lacks it.
 const KernelTable& SelectKernels(const ModelArgs& args);
@@ -63,5 +64,6 @@ void RegisterBench(CLI::App& app, int* exit_code);
 void RegisterTokenize(CLI::App& app, int* exit_code);  // tokenize and detokenize
 void RegisterChat(CLI::App& app, int* exit_code);
 void RegisterPerplexity(CLI::App& app, int* exit_code);
+void RegisterQuantize(CLI::App& app, int* exit_code);
 
 }  // namespace mlarun::cli

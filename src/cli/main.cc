@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   mlarun::cli::RegisterTokenize(app, &exit_code);
   mlarun::cli::RegisterChat(app, &exit_code);
   mlarun::cli::RegisterPerplexity(app, &exit_code);
+  mlarun::cli::RegisterQuantize(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

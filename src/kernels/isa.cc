@@ -31,7 +31,7 @@ bool IsaSupported(Isa isa) {
     case Isa::kAvx2:
       return f.avx2 && f.fma;
     case Isa::kAvx512:
-      return f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.fma;
+      return f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512_vnni && f.fma;
   }
   return false;
 }

@@ -10,7 +10,7 @@ namespace mlarun {
 enum class Isa {
   kScalar,  // portable C++ (the reference path, any CPU)
   kAvx2,    // AVX2 + FMA
-  kAvx512,  // AVX-512 F/BW/VL/DQ (+ VNNI and BF16 where present)
+  kAvx512,  // AVX-512 F/BW/VL/DQ + VNNI (Ice Lake and later; older AVX-512 CPUs use kAvx2)
 };
 
 struct CpuFeatures {

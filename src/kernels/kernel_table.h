@@ -10,6 +10,7 @@
 namespace mlarun {
 
 struct WeightMatrix;
+struct Q8Activations;
 
 struct KernelTable {
   Isa isa = Isa::kScalar;
@@ -18,6 +19,10 @@ struct KernelTable {
   // a token's result does not depend on the batch it is in.
   void (*matmul_rows)(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
                       int64_t n_tokens, float* y, int64_t ldy);
+  // The same for kI8 weights and Q8-quantised activations (all x.n_tokens tokens): per block an
+  // exact int32 dot product, scaled by (weight scale * activation scale).
+  void (*matmul_rows_q8)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
+                         const Q8Activations& x, float* y, int64_t ldy);
   float (*dot)(const float* a, const float* b, int64_t n);
   void (*axpy)(float a, const float* x, float* y, int64_t n);  // y += a x
   void (*scale)(float a, float* x, int64_t n);                 // x *= a

@@ -2,11 +2,17 @@
 // each; a weight row is read from memory once per batch.
 #include "kernels/matmul.h"
 
+#include "kernels/quant.h"
+
 #include <algorithm>
 #include <vector>
 
 
 namespace mlarun {
+
+int64_t WeightMatrix::RowStride() const {
+  return dtype == DType::kI8 ? Q8PaddedCols(cols) : cols * static_cast<int64_t>(DTypeSize(dtype));
+}
 
 void WeightMatrix::DecodeRow(int64_t r, float* out) const {
   const int64_t n = cols;
@@ -33,6 +39,12 @@ void WeightMatrix::DecodeRow(int64_t r, float* out) const {
       for (int64_t c = 0; c < n; ++c) out[c] = F8E4M3ToF32(src[c]) * scales[c / block_cols];
       return;
     }
+    case DType::kI8: {
+      const int8_t* src = static_cast<const int8_t*>(data) + r * Q8PaddedCols(n);
+      const float* scales = block_scale + r * (Q8PaddedCols(n) / kQ8Block);
+      for (int64_t c = 0; c < n; ++c) out[c] = static_cast<float>(src[c]) * scales[c / kQ8Block];
+      return;
+    }
     default:
       return;
   }
@@ -43,6 +55,20 @@ void MatMulRows(Exec& exec, const WeightMatrix& w, int64_t row_begin, int64_t ro
   const int64_t n_rows = row_end - row_begin;
   // Rows per work item: large enough to amortise scheduling, small enough to balance threads.
   const int64_t block = n_rows >= 4096 ? 64 : 16;
+  if (w.dtype == DType::kI8) {
+    // Activations are quantised once per call (per token and block, independent of the batch).
+    // Workers must see the caller's buffer: bind a reference (a thread_local named inside the
+    // lambda would be each worker's own, empty instance).
+    thread_local Q8Activations caller_buffer;
+    Q8Activations& q8 = caller_buffer;
+    QuantizeActivationsQ8(x, n_tokens, w.cols, &q8);
+    exec.pool.ParallelFor((n_rows + block - 1) / block, [&](int64_t item, int) {
+      const int64_t begin = row_begin + item * block;
+      const int64_t end = std::min(row_end, begin + block);
+      exec.k.matmul_rows_q8(w, begin, end, q8, y + (begin - row_begin), n_rows);
+    });
+    return;
+  }
   exec.pool.ParallelFor((n_rows + block - 1) / block, [&](int64_t item, int) {
     const int64_t begin = row_begin + item * block;
     const int64_t end = std::min(row_end, begin + block);

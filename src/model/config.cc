@@ -142,11 +142,22 @@ void ParseDeepseek(const FieldReader& f, const Json& json, const std::string& pa
     scaling.mscale_all_dim = r.NumberOr("mscale_all_dim", 0.0);
     c.rope_scaling = scaling;
   }
+}
+
+void ParseQuantization(const FieldReader& f, const Json& json, const std::string& path,
+                       ModelConfig& c) {
   if (f.Has("quantization_config")) {
     const Json& q = json.at("quantization_config");
     FieldReader r(q, path);
     const std::string method = r.StringOr("quant_method", "");
-    if (method != "fp8") f.Fail("quantization_config", "quant_method '" + method + "' is not supported");
+    if (method == "mlarun_q8") {
+      if (r.IntOr("block_size", 32) != 32) f.Fail("quantization_config.block_size", "must be 32");
+      c.q8_weights = true;
+      return;
+    }
+    if (method != "fp8") {
+      f.Fail("quantization_config", "quant_method '" + method + "' is not supported (fp8, mlarun_q8)");
+    }
     if (!q.contains("weight_block_size") || !q.at("weight_block_size").is_array() ||
         q.at("weight_block_size").size() != 2) {
       f.Fail("quantization_config.weight_block_size", "must be [rows, cols]");
@@ -244,6 +255,7 @@ ModelConfig ParseModelConfig(const std::string& json_text, const std::string& pa
   } else {
     ParseLlama(f, c);
   }
+  ParseQuantization(f, json, path, c);
   return c;
 }
 

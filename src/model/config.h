@@ -79,6 +79,8 @@ struct ModelConfig {
   // FP8 checkpoints (quantization_config.weight_block_size).
   int fp8_block_rows = 0;
   int fp8_block_cols = 0;
+  // Q8 checkpoints written by `mlarun quantize` (quantization_config.quant_method mlarun_q8).
+  bool q8_weights = false;
 
   bool IsMoeLayer(int layer) const {
     return n_routed_experts > 0 && layer >= first_k_dense_replace && layer % moe_layer_freq == 0;

@@ -9,7 +9,9 @@
 #include "core/error.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kernels/quant.h"
 #include "model/kv_report.h"
+#include "model/quantize.h"
 #include "model/layers/layer_context.h"
 
 namespace mlarun {
@@ -22,13 +24,19 @@ constexpr int64_t kNaiveMinTokens = 32;
 
 }  // namespace
 
-std::unique_ptr<Model> Model::Load(const std::string& model_dir,
-                                   const std::function<void(int64_t, int64_t)>& on_progress) {
+std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoadOptions& options) {
   std::unique_ptr<Model> model(new Model());
   model->config_ = LoadModelConfig(model_dir);
   model->archive_ = std::make_unique<SafetensorsArchive>(SafetensorsArchive::Open(model_dir));
-  LoadWeights(model->config_, *model->archive_, model_dir, model->weights_, on_progress);
+  LoadWeights(model->config_, *model->archive_, model_dir, model->weights_, options.on_progress);
+  if (options.weights == WeightFormat::kInt8) {
+    std::unique_ptr<ThreadPool> own_pool;
+    ThreadPool* pool = options.pool;
+    if (pool == nullptr) pool = (own_pool = std::make_unique<ThreadPool>(0)).get();
+    QuantizeWeightsQ8(*pool, model->config_, model->weights_);
+  }
   model->PrepareDerived();
+  if (options.weights == WeightFormat::kInt8 || model->config_.q8_weights) model->QuantizeDerivedQ8();
   return model;
 }
 
@@ -38,10 +46,11 @@ void Model::PrepareDerived() {
     rope_ = MakeDeepseekRope(c);
     attention_scale_ = DeepseekSoftmaxScale(c);
     // W_uk^T per head for the absorbed path: [kv_lora_rank, nope], same dtype (exact copy),
-    // FP8 dequantised to f32.
+    // FP8 and Q8 dequantised to f32.
     for (LayerWeights& layer : weights_.layers) {
       const WeightMatrix& kv_b = layer.mla.kv_b_proj;
-      const DType dtype = kv_b.dtype == DType::kF8E4M3 ? DType::kF32 : kv_b.dtype;
+      const bool decode = kv_b.dtype == DType::kF8E4M3 || kv_b.dtype == DType::kI8;
+      const DType dtype = decode ? DType::kF32 : kv_b.dtype;
       const size_t element = DTypeSize(dtype);
       std::vector<float> row(static_cast<size_t>(kv_b.cols));
       for (int h = 0; h < c.num_attention_heads; ++h) {
@@ -51,10 +60,10 @@ void Model::PrepareDerived() {
           const int64_t src_row = static_cast<int64_t>(h) * (c.qk_nope_head_dim + c.v_head_dim) + n;
           const uint8_t* src = static_cast<const uint8_t*>(kv_b.data) +
                                static_cast<size_t>(src_row) * kv_b.cols * DTypeSize(kv_b.dtype);
-          if (kv_b.dtype == DType::kF8E4M3) kv_b.DecodeRow(src_row, row.data());
+          if (decode) kv_b.DecodeRow(src_row, row.data());
           for (int r = 0; r < c.kv_lora_rank; ++r) {
             uint8_t* dst = buffer.get() + (static_cast<size_t>(r) * c.qk_nope_head_dim + n) * element;
-            if (kv_b.dtype == DType::kF8E4M3) {
+            if (decode) {
               std::memcpy(dst, &row[static_cast<size_t>(r)], element);
             } else {
               std::memcpy(dst, src + static_cast<size_t>(r) * element, element);
@@ -105,6 +114,27 @@ int64_t Model::WeightBytesPerDecodedToken() const {
     if (!l.moe.experts.empty()) bytes += c.num_experts_per_tok * MlpBytes(l.moe.experts[0]);
   }
   return bytes;
+}
+
+void Model::QuantizeDerivedQ8() {
+  for (LayerWeights& layer : weights_.layers) {
+    for (WeightMatrix& m : layer.mla.w_uk_t) {
+      const WeightMatrix source = m;
+      const int64_t stride = Q8PaddedCols(source.cols);
+      auto values = std::make_unique<uint8_t[]>(static_cast<size_t>(source.rows * stride));
+      auto scales = std::make_unique<uint8_t[]>(static_cast<size_t>(source.rows * (stride / kQ8Block)) * 4);
+      std::vector<float> row(static_cast<size_t>(source.cols));
+      for (int64_t r = 0; r < source.rows; ++r) {
+        source.DecodeRow(r, row.data());
+        QuantizeRowQ8(row.data(), source.cols, reinterpret_cast<int8_t*>(values.get()) + r * stride,
+                      reinterpret_cast<float*>(scales.get()) + r * (stride / kQ8Block));
+      }
+      m = {.dtype = DType::kI8, .rows = source.rows, .cols = source.cols, .data = values.get(),
+           .block_scale = reinterpret_cast<const float*>(scales.get()), .block_rows = 1, .block_cols = kQ8Block};
+      weights_.owned.push_back(std::move(values));
+      weights_.owned.push_back(std::move(scales));
+    }
+  }
 }
 
 KvLayout Model::MakeKvLayout(DType kv_dtype) const {

@@ -40,6 +40,18 @@ struct ExpertStats {
   std::vector<std::vector<int64_t>> counts;  // [n_layers][n_routed_experts] (empty for dense)
 };
 
+// Weight storage after loading.
+enum class WeightFormat {
+  kAsLoaded,  // as in the checkpoint (memory-mapped, no copy)
+  kInt8,      // linear layers quantised to Q8 blocks at load (router and embedding kept)
+};
+
+struct ModelLoadOptions {
+  WeightFormat weights = WeightFormat::kAsLoaded;
+  ThreadPool* pool = nullptr;  // for load-time quantisation; a temporary pool if null
+  std::function<void(int64_t, int64_t)> on_progress;  // (tensors bound, total)
+};
+
 struct ForwardOptions {
   MlaPath mla_path = MlaPath::kAuto;
   ExpertStats* expert_stats = nullptr;  // accumulated when set
@@ -48,9 +60,7 @@ struct ForwardOptions {
 class Model {
  public:
   // Loads `<dir>/config.json` and the safetensors weights (mmap). Throws Error on bad input.
-  // `on_progress(done, total)` is called as tensors are bound.
-  static std::unique_ptr<Model> Load(const std::string& model_dir,
-                                     const std::function<void(int64_t, int64_t)>& on_progress = {});
+  static std::unique_ptr<Model> Load(const std::string& model_dir, const ModelLoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
@@ -71,6 +81,7 @@ class Model {
  private:
   Model() = default;
   void PrepareDerived();
+  void QuantizeDerivedQ8();
 
   ModelConfig config_;
   std::unique_ptr<SafetensorsArchive> archive_;

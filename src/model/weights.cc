@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "model/quantize.h"
 #include "model/safetensors.h"
 
 namespace mlarun {
@@ -153,6 +154,13 @@ void LoadWeights(const ModelConfig& config, const SafetensorsArchive& archive,
       TensorInfo expected;
       expected.shape = slot.shape;
       throw Error(where + " has shape " + t->ShapeString() + ", expected " + expected.ShapeString());
+    }
+    if (t->dtype == DType::kI8 && slot.matrix != nullptr) {
+      if (!config.q8_weights) {
+        throw Error(where + " is I8 but config.json has no quantization_config with quant_method mlarun_q8");
+      }
+      BindQ8Tensor(archive, *t, model_dir, *slot.matrix, weights);
+      return;
     }
     const bool is_float = t->dtype == DType::kF32 || t->dtype == DType::kBF16 ||
                           t->dtype == DType::kF16 || t->dtype == DType::kF8E4M3;

@@ -9,6 +9,7 @@
 #include "kernels/attention.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
+#include "kernels/quant.h"
 
 namespace mlarun {
 namespace {
@@ -65,6 +66,48 @@ TEST_P(SimdTest, MatMulMatchesScalarForEveryDtypeAndBatchSize) {
           ASSERT_EQ(alone[static_cast<size_t>(r)], batched[static_cast<size_t>(t * rows + r)])
               << DTypeName(m.dtype) << " cols " << cols << " token " << t << " row " << r;
         }
+      }
+    }
+  }
+}
+
+TEST_P(SimdTest, Q8MatMulMatchesScalarAndIsBatchInvariant) {
+  for (int64_t cols : {24, 64, 160, 2048}) {
+    const int64_t rows = 21;
+    const int64_t stride = Q8PaddedCols(cols);
+    const std::vector<float> w = Random(static_cast<size_t>(rows * cols), 7);
+    std::vector<int8_t> q(static_cast<size_t>(rows * stride));
+    std::vector<float> scales(static_cast<size_t>(rows * (stride / kQ8Block)));
+    for (int64_t r = 0; r < rows; ++r) {
+      QuantizeRowQ8(w.data() + r * cols, cols, q.data() + r * stride, scales.data() + r * (stride / kQ8Block));
+    }
+    const WeightMatrix m{.dtype = DType::kI8, .rows = rows, .cols = cols, .data = q.data(),
+                         .block_scale = scales.data(), .block_rows = 1, .block_cols = kQ8Block};
+    const int64_t n = 9;
+    const std::vector<float> x = Random(static_cast<size_t>(n * cols), 8);
+    Q8Activations acts;
+    QuantizeActivationsQ8(x.data(), n, cols, &acts);
+    std::vector<float> expected(static_cast<size_t>(n * rows)), got(expected.size());
+    scalar().matmul_rows_q8(m, 0, rows, acts, expected.data(), rows);
+    simd().matmul_rows_q8(m, 0, rows, acts, got.data(), rows);
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-5 * cols) << cols << " " << i;
+    // The quantised product is close to the float product (int8 error, measured ~1% of |y|).
+    std::vector<float> exact(expected.size());
+    scalar().matmul_rows(WeightMatrix{.dtype = DType::kF32, .rows = rows, .cols = cols, .data = w.data()}, 0,
+                         rows, x.data(), n, exact.data(), rows);
+    double err = 0, norm = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      err += (got[i] - exact[i]) * (got[i] - exact[i]);
+      norm += exact[i] * exact[i];
+    }
+    EXPECT_LT(std::sqrt(err / norm), 0.02) << cols;
+    for (int64_t t = 0; t < n; ++t) {
+      Q8Activations one;
+      QuantizeActivationsQ8(x.data() + t * cols, 1, cols, &one);
+      std::vector<float> alone(static_cast<size_t>(rows));
+      simd().matmul_rows_q8(m, 0, rows, one, alone.data(), rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(alone[static_cast<size_t>(r)], got[static_cast<size_t>(t * rows + r)]) << "token " << t;
       }
     }
   }

@@ -37,6 +37,22 @@ struct V {
     return _mm_cvtss_f32(s);
   }
   static void Store(float* p, F a) { _mm256_storeu_ps(p, a); }
+
+  // Q8: 32 int8 values (one block) per step; maddubs on |w| and x * sign(w) cannot saturate
+  // (2 * 127 * 127 < 32768), then madd with ones sums pairs into int32.
+  static constexpr int kQStep = 32;
+  using Q = __m256i;
+  struct PreparedQ {
+    __m256i abs;
+    __m256i sign;
+  };
+  static Q LoadQ(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static PreparedQ PrepareQ(Q w) { return {_mm256_sign_epi8(w, w), w}; }
+  static F DotQ(const PreparedQ& w, Q x) {
+    const __m256i pairs = _mm256_maddubs_epi16(w.abs, _mm256_sign_epi8(x, w.sign));
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  }
+  static F BlockScales(const float* s) { return _mm256_set1_ps(s[0]); }
 };
 
 }  // namespace mlarun::avx2

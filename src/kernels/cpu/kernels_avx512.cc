@@ -28,6 +28,25 @@ struct V {
   static F Mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static float Reduce(F a) { return _mm512_reduce_add_ps(a); }
   static void Store(float* p, F a) { _mm512_storeu_ps(p, a); }
+
+  // Q8: 64 int8 values (two blocks) per step; sign trick so that VNNI's u8 x s8 product sees
+  // |w| and x * sign(w) (both within [-127, 127], no saturation).
+  static constexpr int kQStep = 64;
+  using Q = __m512i;
+  struct PreparedQ {
+    __m512i abs;
+    __mmask64 negative;
+  };
+  static Q LoadQ(const int8_t* p) { return _mm512_loadu_si512(p); }
+  static PreparedQ PrepareQ(Q w) { return {_mm512_abs_epi8(w), _mm512_movepi8_mask(w)}; }
+  static F DotQ(const PreparedQ& w, Q x) {
+    const __m512i signed_x = _mm512_mask_sub_epi8(x, w.negative, _mm512_setzero_si512(), x);
+    return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w.abs, signed_x));
+  }
+  // Lanes 0-7 carry block 0's scale, lanes 8-15 block 1's.
+  static F BlockScales(const float* s) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(s[0])), _mm256_set1_ps(s[1]), 1);
+  }
 };
 
 }  // namespace mlarun::avx512

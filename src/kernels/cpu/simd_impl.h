@@ -15,6 +15,7 @@
 #include "core/dtype.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
+#include "kernels/quant.h"
 
 namespace mlarun::SIMD_NAMESPACE {
 
@@ -133,6 +134,76 @@ void MatMulRows(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const
   }
 }
 
+// Q8 tiles: weights and activations are int8 blocks of kQ8Block; each step consumes V::kQStep
+// bytes (one or two blocks): an exact integer dot per lane group, converted to float, scaled by
+// the weight and activation block scales and accumulated lane-wise.
+template <int MR, int NT>
+inline void TileQ8(const int8_t* const* w_rows, const float* const* w_scales, const Q8Activations& x,
+                   int64_t t0, float* y, int64_t ldy) {
+  F acc[MR][NT];
+  for (int r = 0; r < MR; ++r) {
+    for (int t = 0; t < NT; ++t) acc[r][t] = V::Zero();
+  }
+  for (int64_t c = 0; c < x.padded_cols; c += V::kQStep) {
+    const int64_t b = c / kQ8Block;
+    typename V::Q xv[NT];
+    F xs[NT];
+    for (int t = 0; t < NT; ++t) {
+      xv[t] = V::LoadQ(x.Row(t0 + t) + c);
+      xs[t] = V::BlockScales(x.Scales(t0 + t) + b);
+    }
+    for (int r = 0; r < MR; ++r) {
+      const typename V::PreparedQ wv = V::PrepareQ(V::LoadQ(w_rows[r] + c));
+      const F ws = V::BlockScales(w_scales[r] + b);
+      for (int t = 0; t < NT; ++t) acc[r][t] = V::Fma(V::Mul(V::DotQ(wv, xv[t]), ws), xs[t], acc[r][t]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    for (int t = 0; t < NT; ++t) y[t * ldy + r] = V::Reduce(acc[r][t]);
+  }
+}
+
+template <int MR>
+inline void RowTileQ8(const int8_t* const* w_rows, const float* const* w_scales, const Q8Activations& x,
+                      float* y, int64_t ldy) {
+  int64_t t = 0;
+  for (; t + 4 <= x.n_tokens; t += 4) TileQ8<MR, 4>(w_rows, w_scales, x, t, y + t * ldy, ldy);
+  switch (x.n_tokens - t) {
+    case 3:
+      TileQ8<MR, 3>(w_rows, w_scales, x, t, y + t * ldy, ldy);
+      break;
+    case 2:
+      TileQ8<MR, 2>(w_rows, w_scales, x, t, y + t * ldy, ldy);
+      break;
+    case 1:
+      TileQ8<MR, 1>(w_rows, w_scales, x, t, y + t * ldy, ldy);
+      break;
+    default:
+      break;
+  }
+}
+
+void MatMulRowsQ8(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const Q8Activations& x,
+                  float* y, int64_t ldy) {
+  const int64_t stride = Q8PaddedCols(w.cols);
+  const int64_t n_blocks = stride / kQ8Block;
+  const int8_t* rows[4];
+  const float* scales[4];
+  int64_t r = row_begin;
+  for (; r + 4 <= row_end; r += 4) {
+    for (int i = 0; i < 4; ++i) {
+      rows[i] = static_cast<const int8_t*>(w.data) + (r + i) * stride;
+      scales[i] = w.block_scale + (r + i) * n_blocks;
+    }
+    RowTileQ8<4>(rows, scales, x, y + (r - row_begin), ldy);
+  }
+  for (; r < row_end; ++r) {
+    rows[0] = static_cast<const int8_t*>(w.data) + r * stride;
+    scales[0] = w.block_scale + r * n_blocks;
+    RowTileQ8<1>(rows, scales, x, y + (r - row_begin), ldy);
+  }
+}
+
 float Dot(const float* a, const float* b, int64_t n) {
   F acc = V::Zero();
   int64_t i = 0;
@@ -157,6 +228,7 @@ void Scale(float a, float* x, int64_t n) {
 
 const KernelTable kTable = {.isa = V::kIsa,
                             .matmul_rows = MatMulRows,
+                            .matmul_rows_q8 = MatMulRowsQ8,
                             .dot = Dot,
                             .axpy = Axpy,
                             .scale = Scale,

@@ -4,6 +4,7 @@
 
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
+#include "kernels/quant.h"
 #include "kernels/vec.h"
 
 namespace mlarun::detail {
@@ -26,12 +27,34 @@ void MatMulRowsScalar(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
   }
 }
 
+void MatMulRowsQ8Scalar(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
+                        const Q8Activations& x, float* y, int64_t ldy) {
+  const int64_t stride = Q8PaddedCols(w.cols);
+  const int64_t n_blocks = stride / kQ8Block;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const int8_t* wr = static_cast<const int8_t*>(w.data) + r * stride;
+    const float* ws = w.block_scale + r * n_blocks;
+    for (int64_t t = 0; t < x.n_tokens; ++t) {
+      const int8_t* xr = x.Row(t);
+      const float* xs = x.Scales(t);
+      float acc = 0.0f;
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        int32_t isum = 0;
+        for (int i = 0; i < kQ8Block; ++i) isum += int32_t{wr[b * kQ8Block + i]} * xr[b * kQ8Block + i];
+        acc += static_cast<float>(isum) * ws[b] * xs[b];
+      }
+      y[t * ldy + (r - row_begin)] = acc;
+    }
+  }
+}
+
 void Bf16ToF32Scalar(const uint16_t* in, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = BF16ToF32(in[i]);
 }
 
 const KernelTable kScalarTable = {.isa = Isa::kScalar,
                                   .matmul_rows = MatMulRowsScalar,
+                                  .matmul_rows_q8 = MatMulRowsQ8Scalar,
                                   .dot = Dot,
                                   .axpy = Axpy,
                                   .scale = Scale,

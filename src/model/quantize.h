@@ -1,0 +1,33 @@
+// 8-bit weights: quantisation at load time (`--weights int8`) and the `mlarun quantize` writer
+// (safetensors with I8 weights + F32 block scales, loadable without re-quantising).
+#pragma once
+
+#include <string>
+
+#include "core/thread_pool.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace mlarun {
+
+// Returns true for tensors that stay in their loaded dtype under int8 weights: the router
+// (`mlp.gate.weight`, kept exact as routing is discontinuous) and the embedding table (one row is
+// read per token). Norms and biases are float32 vectors anyway.
+bool KeepsLoadedDtype(const std::string& tensor_name);
+
+// Quantises every other matrix of `weights` to Q8 blocks (kernels/quant.h), rows in parallel.
+void QuantizeWeightsQ8(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights);
+
+// Copies a model directory with its matrices in Q8 (config.json gets quantization_config
+// {quant_method: mlarun_q8, block_size: 32}; tokenizer files are copied).
+void WriteQ8Model(const ModelConfig& config, const ModelWeights& weights, const std::string& src_dir,
+                  const std::string& out_dir);
+
+// Binds an I8 tensor of a Q8 checkpoint (weight + `<name>_q8_scale`) to `m`, padding rows to the
+// kernel's stride where needed. Throws Error naming the file and tensor.
+class SafetensorsArchive;
+struct TensorInfo;
+void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t, const std::string& model_dir,
+                  WeightMatrix& m, ModelWeights& weights);
+
+}  // namespace mlarun
