@@ -72,6 +72,7 @@ void Shapes(benchmark::internal::Benchmark* b) {
 BENCHMARK_CAPTURE(BM_MatMul, scalar_bf16, Isa::kScalar, DType::kBF16)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx2_bf16, Isa::kAvx2, DType::kBF16)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx512_bf16, Isa::kAvx512, DType::kBF16)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_MatMul, avx512bf16dot_bf16, Isa::kAvx512Bf16, DType::kBF16)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx512_f32, Isa::kAvx512, DType::kF32)->Apply(Shapes);
 
 }  // namespace

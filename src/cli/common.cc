@@ -22,7 +22,8 @@ void AddModelOptions(CLI::App& app, ModelArgs& args) {
   app.add_option("--weights", args.weights, "Weight format: as-loaded or int8 (Q8 blocks, quantised at load)")
       ->capture_default_str();
   app.add_option("--isa", args.isa,
-                 "Kernel instruction set: auto, scalar, avx2, avx512 (default: $MLARUN_ISA or auto)");
+                 "Kernels: auto (best exact f32), fast (bf16 activations for bf16 weights), scalar, "
+                 "avx2, avx512, avx512-bf16 (default: $MLARUN_ISA, else per command)");
 }
 
 void AddKvOptions(CLI::App& app, KvArgs& args, const std::string& default_dtype) {
@@ -70,14 +71,16 @@ std::unique_ptr<Model> LoadModel(const ModelArgs& args, ThreadPool& pool) {
   return model;
 }
 
-const KernelTable& SelectKernels(const ModelArgs& args) {
+const KernelTable& SelectKernels(const ModelArgs& args, const std::string& fallback) {
   std::string name = args.isa;
   if (name.empty()) {
     const char* env = std::getenv("MLARUN_ISA");
-    name = env != nullptr && *env != '\0' ? env : "auto";
+    name = env != nullptr && *env != '\0' ? env : fallback;
   }
   Isa isa;
-  if (!ParseIsa(name, &isa)) throw Error("--isa: '" + name + "' is not one of auto, scalar, avx2, avx512");
+  if (!ParseIsa(name, &isa)) {
+    throw Error("--isa: '" + name + "' is not one of auto, fast, scalar, avx2, avx512, avx512-bf16");
+  }
   if (!IsaSupported(isa)) {
     throw Error("--isa: this CPU does not support " + name + " (" + DescribeCpuFeatures() + ")");
   }

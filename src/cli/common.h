@@ -40,9 +40,10 @@ std::string ResolveModelDir(const std::string& model_dir);
 // Loads the model of --model (and --weights), with a progress bar on a terminal; `pool` is used
 // for load-time quantisation.
 std::unique_ptr<Model> LoadModel(const ModelArgs& args, ThreadPool& pool);
-// The kernel set chosen by --isa / $MLARUN_ISA (scalar, avx2, avx512, auto); throws Error if the
-// CPU lacks it.
-const KernelTable& SelectKernels(const ModelArgs& args);
+// The kernel set chosen by --isa, else $MLARUN_ISA, else `fallback` ("auto": exact f32
+// activations; "fast": bf16 activations for bf16 weights where the CPU has AVX512-BF16); throws
+// Error if the CPU lacks the requested set.
+const KernelTable& SelectKernels(const ModelArgs& args, const std::string& fallback = "fast");
 // Builds a KV cache for `model` from the options; throws Error naming the bad option.
 std::unique_ptr<KvCache> MakeKvCache(const Model& model, const KvArgs& args);
 

@@ -82,15 +82,78 @@ void FinishPartial(const AttentionSpec& spec, AttentionPartial partial, int kv_h
   }
 }
 
+namespace {
+
+// Splits `spans` at fixed row offsets into pieces of at most kAttentionChunkRows rows.
+void SplitIntoChunks(std::span<const KvSpan> spans, std::vector<std::vector<KvSpan>>* chunks) {
+  chunks->clear();
+  int32_t room = 0;
+  for (KvSpan span : spans) {
+    while (span.n_rows > 0) {
+      if (room == 0) {
+        chunks->emplace_back();
+        room = kAttentionChunkRows;
+      }
+      const int32_t take = std::min(room, span.n_rows);
+      chunks->back().push_back({.block = span.block, .row_begin = span.row_begin, .n_rows = take,
+                                .score_bias = span.score_bias});
+      span.row_begin += take;
+      span.n_rows -= take;
+      room -= take;
+    }
+  }
+}
+
+// Views `buffer` (n_head * (2 + head_dim_v) floats from `offset`) as a partial state.
+AttentionPartial PartialAt(const AttentionSpec& spec, std::vector<float>& buffer, size_t offset) {
+  const size_t n_head = static_cast<size_t>(spec.n_head_q);
+  float* base = buffer.data() + offset;
+  return {base, base + n_head, base + 2 * n_head};
+}
+
+size_t PartialFloats(const AttentionSpec& spec) {
+  return static_cast<size_t>(spec.n_head_q) * (2 + static_cast<size_t>(spec.head_dim_v));
+}
+
+}  // namespace
+
 void Attend(const KernelTable& k, const AttentionSpec& spec, const KvRows& rows,
             const AttendArgs& args, float* out) {
+  thread_local std::vector<std::vector<KvSpan>> chunks;
   thread_local std::vector<float> state;
-  const size_t n_head = static_cast<size_t>(spec.n_head_q);
-  state.resize(n_head * (2 + static_cast<size_t>(spec.head_dim_v)));
-  AttentionPartial partial{state.data(), state.data() + n_head, state.data() + 2 * n_head};
-  ResetPartial(spec, partial);
-  AttendPartial(k, spec, rows, args, partial);
-  FinishPartial(spec, partial, args.kv_head_begin, args.kv_head_end, out);
+  SplitIntoChunks(args.spans, &chunks);
+  const size_t floats = PartialFloats(spec);
+  state.resize(2 * floats);
+  const AttentionPartial total = PartialAt(spec, state, 0);
+  const AttentionPartial piece = PartialAt(spec, state, floats);
+  ResetPartial(spec, total);
+  for (const std::vector<KvSpan>& chunk : chunks) {
+    ResetPartial(spec, piece);
+    AttendArgs chunk_args = args;
+    chunk_args.spans = chunk;
+    AttendPartial(k, spec, rows, chunk_args, piece);
+    MergePartial(spec, total, piece);
+  }
+  FinishPartial(spec, total, args.kv_head_begin, args.kv_head_end, out);
+}
+
+void AttendParallel(Exec& exec, const AttentionSpec& spec, const KvRows& rows, const AttendArgs& args,
+                    float* out) {
+  std::vector<std::vector<KvSpan>> chunks;
+  SplitIntoChunks(args.spans, &chunks);
+  const size_t floats = PartialFloats(spec);
+  std::vector<float> state((chunks.size() + 1) * floats);
+  exec.pool.ParallelFor(static_cast<int64_t>(chunks.size()), [&](int64_t c, int) {
+    const AttentionPartial piece = PartialAt(spec, state, (static_cast<size_t>(c) + 1) * floats);
+    ResetPartial(spec, piece);
+    AttendArgs chunk_args = args;
+    chunk_args.spans = chunks[static_cast<size_t>(c)];
+    AttendPartial(exec.k, spec, rows, chunk_args, piece);
+  });
+  const AttentionPartial total = PartialAt(spec, state, 0);
+  ResetPartial(spec, total);
+  for (size_t c = 0; c < chunks.size(); ++c) MergePartial(spec, total, PartialAt(spec, state, (c + 1) * floats));
+  FinishPartial(spec, total, args.kv_head_begin, args.kv_head_end, out);
 }
 
 }  // namespace mlarun

@@ -75,8 +75,16 @@ void MergePartial(const AttentionSpec& spec, AttentionPartial into, AttentionPar
 void FinishPartial(const AttentionSpec& spec, AttentionPartial partial, int kv_head_begin,
                    int kv_head_end, float* out);
 
-// Convenience: one query token over its spans; out: [n_head_q, head_dim_v].
+// Rows per split of the context. Attention over more rows is computed as partial softmax states
+// of consecutive pieces of this many rows, merged in order, so the result is the same whether the
+// pieces run on one thread (Attend) or many (AttendParallel).
+constexpr int32_t kAttentionChunkRows = 256;
+
+// One query token over its spans; out: [n_head_q, head_dim_v].
 void Attend(const KernelTable& k, const AttentionSpec& spec, const KvRows& rows,
             const AttendArgs& args, float* out);
+// The same, with the context pieces spread over the pool's threads (long-context decode).
+void AttendParallel(Exec& exec, const AttentionSpec& spec, const KvRows& rows, const AttendArgs& args,
+                    float* out);
 
 }  // namespace mlarun

@@ -32,6 +32,8 @@ bool IsaSupported(Isa isa) {
       return f.avx2 && f.fma;
     case Isa::kAvx512:
       return f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512_vnni && f.fma;
+    case Isa::kAvx512Bf16:
+      return IsaSupported(Isa::kAvx512) && f.avx512_bf16;
   }
   return false;
 }
@@ -42,9 +44,11 @@ Isa BestIsa() {
   return Isa::kScalar;
 }
 
+Isa FastestIsa() { return IsaSupported(Isa::kAvx512Bf16) ? Isa::kAvx512Bf16 : BestIsa(); }
+
 std::vector<Isa> SupportedIsas() {
   std::vector<Isa> out;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
     if (IsaSupported(isa)) out.push_back(isa);
   }
   return out;
@@ -58,6 +62,8 @@ std::string_view IsaName(Isa isa) {
       return "avx2";
     case Isa::kAvx512:
       return "avx512";
+    case Isa::kAvx512Bf16:
+      return "avx512-bf16";
   }
   return "?";
 }
@@ -67,7 +73,11 @@ bool ParseIsa(std::string_view name, Isa* isa) {
     *isa = BestIsa();
     return true;
   }
-  for (Isa candidate : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  if (name == "fast") {
+    *isa = FastestIsa();
+    return true;
+  }
+  for (Isa candidate : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
     if (IsaName(candidate) == name) {
       *isa = candidate;
       return true;

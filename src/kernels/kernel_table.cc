@@ -5,6 +5,8 @@ namespace mlarun {
 
 const KernelTable& GetKernelTable(Isa isa) {
   switch (isa) {
+    case Isa::kAvx512Bf16:
+      return detail::Avx512Bf16KernelTable();
     case Isa::kAvx512:
       return detail::Avx512KernelTable();
     case Isa::kAvx2:

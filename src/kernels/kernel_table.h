@@ -23,6 +23,10 @@ struct KernelTable {
   // exact int32 dot product, scaled by (weight scale * activation scale).
   void (*matmul_rows_q8)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
                          const Q8Activations& x, float* y, int64_t ldy);
+  // Optional (null unless the ISA has bf16 dot products): the same for kBF16 weights with
+  // activations already rounded to bf16, x_bf16 [n_tokens, w.cols].
+  void (*matmul_rows_bf16)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
+                           const uint16_t* x_bf16, int64_t n_tokens, float* y, int64_t ldy);
   float (*dot)(const float* a, const float* b, int64_t n);
   void (*axpy)(float a, const float* x, float* y, int64_t n);  // y += a x
   void (*scale)(float a, float* x, int64_t n);                 // x *= a
@@ -42,6 +46,7 @@ namespace detail {
 const KernelTable& ScalarKernelTable();
 const KernelTable& Avx2KernelTable();
 const KernelTable& Avx512KernelTable();
+const KernelTable& Avx512Bf16KernelTable();
 }  // namespace detail
 
 }  // namespace mlarun

@@ -69,6 +69,18 @@ void MatMulRows(Exec& exec, const WeightMatrix& w, int64_t row_begin, int64_t ro
     });
     return;
   }
+  if (w.dtype == DType::kBF16 && exec.k.matmul_rows_bf16 != nullptr) {
+    thread_local std::vector<uint16_t> caller_buffer;
+    std::vector<uint16_t>& x_bf16 = caller_buffer;  // workers read the caller's buffer
+    x_bf16.resize(static_cast<size_t>(n_tokens * w.cols));
+    for (size_t i = 0; i < x_bf16.size(); ++i) x_bf16[i] = F32ToBF16(x[i]);
+    exec.pool.ParallelFor((n_rows + block - 1) / block, [&](int64_t item, int) {
+      const int64_t begin = row_begin + item * block;
+      const int64_t end = std::min(row_end, begin + block);
+      exec.k.matmul_rows_bf16(w, begin, end, x_bf16.data(), n_tokens, y + (begin - row_begin), n_rows);
+    });
+    return;
+  }
   exec.pool.ParallelFor((n_rows + block - 1) / block, [&](int64_t item, int) {
     const int64_t begin = row_begin + item * block;
     const int64_t end = std::min(row_end, begin + block);

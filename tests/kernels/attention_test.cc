@@ -144,6 +144,42 @@ TEST(AttentionInvariantTest, GqaEqualsMhaWithRepeatedKvHeads) {
   EXPECT_EQ(out_gqa, out_mha);
 }
 
+TEST(AttentionInvariantTest, LongContextsSplitIntoChunksGiveTheSameResultOnAnyThreadCount) {
+  // 1000 rows: four 256-row pieces merged in order; AttendParallel == Attend bitwise, and both
+  // match one unsplit pass closely.
+  const KvRowFormat f{.dtype = DType::kBF16, .n_head_kv = 1, .head_dim_k = 40, .head_dim_v = 32,
+                      .v_aliases_k = true};
+  const AttentionSpec spec{.n_head_q = 4, .n_head_kv = 1, .head_dim_qk = 40, .head_dim_v = 32,
+                           .v_aliases_k = true, .scale = 0.3f};
+  const int n_rows = 1000;
+  Rng rng(21);
+  std::vector<uint8_t> storage(static_cast<size_t>(n_rows) * f.RowBytes());
+  std::vector<float> row(40);
+  for (int r = 0; r < n_rows; ++r) {
+    for (float& v : row) v = rng.NextSymmetric();
+    EncodeKvRow(f, row.data(), storage.data() + static_cast<size_t>(r) * f.RowBytes());
+  }
+  std::vector<float> q(4 * 40);
+  for (float& v : q) v = 2.0f * rng.NextSymmetric();
+  const KvRows rows{.base = storage.data(), .block_stride = 100 * f.RowBytes(), .format = f};
+  std::vector<KvSpan> spans;
+  for (int b = 0; b < 10; ++b) spans.push_back({.block = b, .row_begin = 0, .n_rows = 100, .score_bias = b == 3 ? 0.7f : 0.0f});
+  std::vector<float> serial(4 * 32), parallel(4 * 32), unsplit(4 * 32);
+  Attend(K(), spec, rows, {.q = q.data(), .spans = spans}, serial.data());
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    Exec exec{pool, K()};
+    AttendParallel(exec, spec, rows, {.q = q.data(), .spans = spans}, parallel.data());
+    EXPECT_EQ(parallel, serial) << threads;
+  }
+  std::vector<float> state(4 * 34);
+  AttentionPartial p{state.data(), state.data() + 4, state.data() + 8};
+  ResetPartial(spec, p);
+  AttendPartial(K(), spec, rows, {.q = q.data(), .spans = spans}, p);
+  FinishPartial(spec, p, 0, -1, unsplit.data());
+  for (size_t i = 0; i < serial.size(); ++i) EXPECT_NEAR(serial[i], unsplit[i], 1e-5);
+}
+
 TEST(AttentionInvariantTest, OneHotScoresSelectOneRow) {
   // A 1e4-scaled match makes the softmax one-hot: the output is that row's value.
   const KvRowFormat f{.n_head_kv = 1, .head_dim_k = 4, .head_dim_v = 4};

@@ -2,6 +2,7 @@
 // path itself is covered by the other kernel tests). Also: batching invariance per ISA.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -113,6 +114,32 @@ TEST_P(SimdTest, Q8MatMulMatchesScalarAndIsBatchInvariant) {
   }
 }
 
+TEST_P(SimdTest, Bf16ActivationMatMulMatchesRoundedScalarAndIsBatchInvariant) {
+  if (simd().matmul_rows_bf16 == nullptr) GTEST_SKIP() << "no bf16 dot products in this ISA";
+  for (int64_t cols : {7, 32, 150, 2048}) {
+    const int64_t rows = 19, n = 9;
+    const std::vector<float> w = Random(static_cast<size_t>(rows * cols), 11);
+    const std::vector<float> x = Random(static_cast<size_t>(n * cols), 12);
+    std::vector<uint16_t> wb(w.size()), xb(x.size());
+    std::vector<float> x_rounded(x.size());
+    for (size_t i = 0; i < w.size(); ++i) wb[i] = F32ToBF16(w[i]);
+    for (size_t i = 0; i < x.size(); ++i) {
+      xb[i] = F32ToBF16(x[i]);
+      x_rounded[i] = BF16ToF32(xb[i]);
+    }
+    const WeightMatrix m{.dtype = DType::kBF16, .rows = rows, .cols = cols, .data = wb.data()};
+    std::vector<float> expected(static_cast<size_t>(n * rows)), got(expected.size());
+    scalar().matmul_rows(m, 0, rows, x_rounded.data(), n, expected.data(), rows);
+    simd().matmul_rows_bf16(m, 0, rows, xb.data(), n, got.data(), rows);
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-4 * std::sqrt(cols)) << cols;
+    for (int64_t t = 0; t < n; ++t) {
+      std::vector<float> alone(static_cast<size_t>(rows));
+      simd().matmul_rows_bf16(m, 0, rows, xb.data() + t * cols, 1, alone.data(), rows);
+      for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(alone[static_cast<size_t>(r)], got[static_cast<size_t>(t * rows + r)]);
+    }
+  }
+}
+
 TEST_P(SimdTest, VectorOpsMatchScalar) {
   for (int64_t n : {1, 7, 16, 33, 576}) {
     const std::vector<float> a = Random(static_cast<size_t>(n), 3), b = Random(static_cast<size_t>(n), 4);
@@ -161,7 +188,11 @@ std::vector<Isa> SimdIsas() {
 }
 
 INSTANTIATE_TEST_SUITE_P(SupportedIsas, SimdTest, ::testing::ValuesIn(SimdIsas()),
-                         [](const auto& info) { return std::string(IsaName(info.param)); });
+                         [](const auto& info) {
+                           std::string name(IsaName(info.param));
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(SimdTest);
 
 }  // namespace

@@ -101,12 +101,20 @@ void AttendAbsorbed(const LayerContext& ctx, const MlaWeights& w, const float* q
                            .scale = ctx.attention_scale};
   const KvRows rows = ctx.cache.LayerRows(ctx.layer);
   std::vector<float> o_latent(static_cast<size_t>(n * n_head * latent));  // [n, n_head, latent]
-  ctx.exec.pool.ParallelFor(n, [&](int64_t i, int) {
-    const int32_t t = indices[static_cast<size_t>(i)];
-    Attend(ctx.exec.k, spec, rows,
-           {.q = q_abs.data() + i * n_head * width, .spans = ctx.spans[static_cast<size_t>(t)]},
-           o_latent.data() + i * n_head * latent);
-  });
+  auto args_of = [&](int64_t i) {
+    return AttendArgs{.q = q_abs.data() + i * n_head * width,
+                      .spans = ctx.spans[static_cast<size_t>(indices[static_cast<size_t>(i)])]};
+  };
+  if (n < ctx.exec.pool.size()) {
+    // Few queries (decode): split each one's context over the threads (same result as below).
+    for (int64_t i = 0; i < n; ++i) {
+      AttendParallel(ctx.exec, spec, rows, args_of(i), o_latent.data() + i * n_head * latent);
+    }
+  } else {
+    ctx.exec.pool.ParallelFor(n, [&](int64_t i, int) {
+      Attend(ctx.exec.k, spec, rows, args_of(i), o_latent.data() + i * n_head * latent);
+    });
+  }
   // o_h = W_uv_h o_lat_h with W_uv_h = rows [h * (nope + v) + nope, + v) of kv_b_proj.
   for (int h = 0; h < n_head; ++h) {
     for (int64_t i = 0; i < n; ++i) {

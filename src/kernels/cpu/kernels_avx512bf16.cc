@@ -1,0 +1,98 @@
+// AVX512-BF16 kernels: the AVX-512 table with bf16-weight matmuls done by vdpbf16ps on
+// activations rounded to bf16 (32 multiply-adds per instruction, weights used as stored).
+// Compiled with -mavx512bf16 on top of the AVX-512 flags; only called on CPUs that have it.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "kernels/kernel_table.h"
+#include "kernels/matmul.h"
+
+namespace mlarun::avx512bf16 {
+
+namespace {
+
+// y[t * ldy + r] = rows[r] . x[t] with one 16-lane accumulator per (row, token) pair, columns in
+// steps of 32 (the tail by masked loads), whatever the tile shape: batch-invariant.
+template <int MR, int NT>
+inline void Tile(const uint16_t* const* rows, const uint16_t* x, int64_t cols, float* y, int64_t ldy) {
+  __m512 acc[MR][NT];
+  for (int r = 0; r < MR; ++r) {
+    for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
+  }
+  int64_t c = 0;
+  for (; c + 32 <= cols; c += 32) {
+    __m512bh xv[NT];
+    for (int t = 0; t < NT; ++t) xv[t] = (__m512bh)_mm512_loadu_si512(x + t * cols + c);
+    for (int r = 0; r < MR; ++r) {
+      const __m512bh wv = (__m512bh)_mm512_loadu_si512(rows[r] + c);
+      for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv, xv[t]);
+    }
+  }
+  if (c < cols) {
+    const __mmask32 mask = static_cast<__mmask32>((uint64_t{1} << (cols - c)) - 1);
+    __m512bh xv[NT];
+    for (int t = 0; t < NT; ++t) xv[t] = (__m512bh)_mm512_maskz_loadu_epi16(mask, x + t * cols + c);
+    for (int r = 0; r < MR; ++r) {
+      const __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(mask, rows[r] + c);
+      for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv, xv[t]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    for (int t = 0; t < NT; ++t) y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
+  }
+}
+
+template <int MR>
+inline void RowTile(const uint16_t* const* rows, const uint16_t* x, int64_t n_tokens, int64_t cols, float* y,
+                    int64_t ldy) {
+  int64_t t = 0;
+  for (; t + 4 <= n_tokens; t += 4) Tile<MR, 4>(rows, x + t * cols, cols, y + t * ldy, ldy);
+  switch (n_tokens - t) {
+    case 3:
+      Tile<MR, 3>(rows, x + t * cols, cols, y + t * ldy, ldy);
+      break;
+    case 2:
+      Tile<MR, 2>(rows, x + t * cols, cols, y + t * ldy, ldy);
+      break;
+    case 1:
+      Tile<MR, 1>(rows, x + t * cols, cols, y + t * ldy, ldy);
+      break;
+    default:
+      break;
+  }
+}
+
+void MatMulRowsBf16(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const uint16_t* x,
+                    int64_t n_tokens, float* y, int64_t ldy) {
+  const int64_t cols = w.cols;
+  const uint16_t* base = static_cast<const uint16_t*>(w.data);
+  const uint16_t* rows[4];
+  int64_t r = row_begin;
+  for (; r + 4 <= row_end; r += 4) {
+    for (int i = 0; i < 4; ++i) rows[i] = base + (r + i) * cols;
+    RowTile<4>(rows, x, n_tokens, cols, y + (r - row_begin), ldy);
+  }
+  for (; r < row_end; ++r) {
+    rows[0] = base + r * cols;
+    RowTile<1>(rows, x, n_tokens, cols, y + (r - row_begin), ldy);
+  }
+}
+
+}  // namespace
+
+}  // namespace mlarun::avx512bf16
+
+namespace mlarun::detail {
+
+const KernelTable& Avx512Bf16KernelTable() {
+  static const KernelTable table = [] {
+    KernelTable t = Avx512KernelTable();
+    t.isa = Isa::kAvx512Bf16;
+    t.matmul_rows_bf16 = avx512bf16::MatMulRowsBf16;
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace mlarun::detail
