@@ -16,10 +16,18 @@ void BM_AbsorbedMlaDecode(benchmark::State& state, Isa isa) {
     return;
   }
   const int64_t depth = state.range(0);
-  const KvRowFormat f{.dtype = DType::kBF16, .n_head_kv = 1, .head_dim_k = 576, .head_dim_v = 512,
-                      .v_aliases_k = true, .rope_tail_dim = 64};
-  const AttentionSpec spec{.n_head_q = 16, .n_head_kv = 1, .head_dim_qk = 576, .head_dim_v = 512,
-                           .v_aliases_k = true, .scale = 0.1f};
+  const KvRowFormat f{.dtype = DType::kBF16,
+                      .n_head_kv = 1,
+                      .head_dim_k = 576,
+                      .head_dim_v = 512,
+                      .v_aliases_k = true,
+                      .rope_tail_dim = 64};
+  const AttentionSpec spec{.n_head_q = 16,
+                           .n_head_kv = 1,
+                           .head_dim_qk = 576,
+                           .head_dim_v = 512,
+                           .v_aliases_k = true,
+                           .scale = 0.1f};
   constexpr int kBlock = 64;
   const int64_t n_blocks = (depth + kBlock - 1) / kBlock;
   std::vector<uint8_t> storage(static_cast<size_t>(n_blocks * kBlock) * f.RowBytes());
@@ -31,8 +39,10 @@ void BM_AbsorbedMlaDecode(benchmark::State& state, Isa isa) {
   }
   std::vector<KvSpan> spans;
   for (int64_t b = 0; b < n_blocks; ++b) {
-    spans.push_back({.block = static_cast<int32_t>(b), .row_begin = 0,
-                     .n_rows = static_cast<int32_t>(std::min<int64_t>(kBlock, depth - b * kBlock))});
+    spans.push_back(
+        {.block = static_cast<int32_t>(b),
+         .row_begin = 0,
+         .n_rows = static_cast<int32_t>(std::min<int64_t>(kBlock, depth - b * kBlock))});
   }
   const KvRows rows{.base = storage.data(), .block_stride = kBlock * f.RowBytes(), .format = f};
   std::vector<float> q(16 * 576, 0.01f), out(16 * 512);
@@ -41,9 +51,10 @@ void BM_AbsorbedMlaDecode(benchmark::State& state, Isa isa) {
     Attend(k, spec, rows, {.q = q.data(), .spans = spans}, out.data());
     benchmark::DoNotOptimize(out.data());
   }
-  state.counters["cache_GB/s"] = benchmark::Counter(
-      static_cast<double>(depth) * static_cast<double>(f.RowBytes()) * static_cast<double>(state.iterations()) / 1e9,
-      benchmark::Counter::kIsRate);
+  state.counters["cache_GB/s"] =
+      benchmark::Counter(static_cast<double>(depth) * static_cast<double>(f.RowBytes()) *
+                             static_cast<double>(state.iterations()) / 1e9,
+                         benchmark::Counter::kIsRate);
 }
 
 BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, scalar, Isa::kScalar)->Arg(4096)->UseRealTime();

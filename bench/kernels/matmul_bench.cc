@@ -16,7 +16,9 @@ struct Weights {
   std::vector<uint16_t> bf16;
   std::vector<float> f32;
   WeightMatrix Matrix(DType dtype, int64_t rows, int64_t cols) const {
-    return {.dtype = dtype, .rows = rows, .cols = cols,
+    return {.dtype = dtype,
+            .rows = rows,
+            .cols = cols,
             .data = dtype == DType::kBF16 ? static_cast<const void*>(bf16.data()) : f32.data()};
   }
 };
@@ -52,16 +54,18 @@ void BM_MatMul(benchmark::State& state, Isa isa, DType dtype) {
     MatMul(exec, w, x.data(), n_tokens, y.data());
     benchmark::DoNotOptimize(y.data());
   }
-  const double weight_bytes = static_cast<double>(rows * cols) * static_cast<double>(DTypeSize(dtype));
-  state.counters["weight_GB/s"] = benchmark::Counter(weight_bytes * static_cast<double>(state.iterations()) / 1e9,
-                                                     benchmark::Counter::kIsRate);
-  state.counters["GFLOP/s"] = benchmark::Counter(
-      2.0 * static_cast<double>(rows * cols * n_tokens) * static_cast<double>(state.iterations()) / 1e9,
-      benchmark::Counter::kIsRate);
+  const double weight_bytes =
+      static_cast<double>(rows * cols) * static_cast<double>(DTypeSize(dtype));
+  state.counters["weight_GB/s"] = benchmark::Counter(
+      weight_bytes * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(rows * cols * n_tokens) *
+                                                     static_cast<double>(state.iterations()) / 1e9,
+                                                 benchmark::Counter::kIsRate);
 }
 
 void Shapes(benchmark::internal::Benchmark* b) {
-  // Decode: 64 MB of bf16 weights (larger than L3 share), 1 token; prefill: 2048 x 2048, 512 tokens.
+  // Decode: 64 MB of bf16 weights (larger than L3 share), 1 token; prefill: 2048 x 2048, 512
+  // tokens.
   for (int threads : {1, 2}) {
     b->Args({16384, 1, threads});
     b->Args({2048, 512, threads});

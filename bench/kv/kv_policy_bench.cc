@@ -20,7 +20,8 @@ const Model& BenchModel() {
   static const std::unique_ptr<Model> model = [] {
     const char* preset = std::getenv("MLARUN_BENCH_PRESET");
     const std::string name = preset != nullptr ? preset : "tiny-v3";
-    const std::string dir = (std::filesystem::temp_directory_path() / ("mlarun_bench_" + name)).string();
+    const std::string dir =
+        (std::filesystem::temp_directory_path() / ("mlarun_bench_" + name)).string();
     if (!std::filesystem::exists(dir + "/config.json")) {
       WriteSyntheticModel({.preset = name, .dtype = DType::kBF16}, dir);
     }
@@ -38,17 +39,19 @@ void BM_Decode(benchmark::State& state, const std::string& policy) {
                 {.block_size = 64, .budget_bytes = 8ull << 30, .policy = ParseKvPolicy(policy)});
   const int32_t seq = cache.AddSequence();
   std::vector<int32_t> prompt(static_cast<size_t>(depth));
-  for (int64_t i = 0; i < depth; ++i) prompt[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7 + 3) % 500);
+  for (int64_t i = 0; i < depth; ++i)
+    prompt[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7 + 3) % 500);
   std::vector<float> logits = Prefill(model, exec, cache, seq, prompt, {.prefill_chunk = 512});
   int32_t token = 1;
   for (auto _ : state) {
     ReserveOrThrow(cache, seq, 1);
-    const BatchToken next{.token = token, .seq = seq, .pos = cache.Length(seq), .want_logits = true};
+    const BatchToken next{
+        .token = token, .seq = seq, .pos = cache.Length(seq), .want_logits = true};
     model.Forward(exec, cache, std::span<const BatchToken>(&next, 1), {}, logits.data());
     token = (token * 31 + 7) % 500;
   }
-  state.counters["tok_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()),
-                                                   benchmark::Counter::kIsRate);
+  state.counters["tok_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["kv_bytes"] = static_cast<double>(cache.UsedBytes());
   state.counters["kv_alloc_bytes"] = static_cast<double>(cache.AllocatedBytes());
 }
@@ -60,7 +63,8 @@ void Depths(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_CAPTURE(BM_Decode, full, std::string("full"))->Apply(Depths);
 BENCHMARK_CAPTURE(BM_Decode, window512_sinks4, std::string("window:512,sinks:4"))->Apply(Depths);
-BENCHMARK_CAPTURE(BM_Decode, window512_sinks4_compress16, std::string("window:512,sinks:4,compress:16"))
+BENCHMARK_CAPTURE(BM_Decode, window512_sinks4_compress16,
+                  std::string("window:512,sinks:4,compress:16"))
     ->Apply(Depths);
 
 }  // namespace

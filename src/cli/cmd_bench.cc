@@ -58,26 +58,31 @@ int RunBench(const BenchArgs& args) {
   const int64_t vocab = model->config().vocab_size;
   const int64_t weight_bytes = model->WeightBytesPerDecodedToken();
   if (!args.json) {
-    std::printf("model %s (%s), %d threads, kernels %s, load %.2f s, peak read bandwidth %.1f GB/s\n",
-                ResolveModelDir(args.model.model_dir).c_str(), model->config().architecture.c_str(),
-                pool.size(), std::string(IsaName(exec.k.isa)).c_str(), load_seconds, peak_gb_s);
+    std::printf(
+        "model %s (%s), %d threads, kernels %s, load %.2f s, peak read bandwidth %.1f GB/s\n",
+        ResolveModelDir(args.model.model_dir).c_str(), model->config().architecture.c_str(),
+        pool.size(), std::string(IsaName(exec.k.isa)).c_str(), load_seconds, peak_gb_s);
     std::printf("cpu: %s\n", DescribeCpuFeatures().c_str());
-    std::printf("%8s %8s %12s %8s %12s %14s %10s %9s\n", "depth", "prefill", "prefill t/s", "decode",
-                "decode t/s", "bytes/token", "GB/s", "roofline");
+    std::printf("%8s %8s %12s %8s %12s %14s %10s %9s\n", "depth", "prefill", "prefill t/s",
+                "decode", "decode t/s", "bytes/token", "GB/s", "roofline");
   }
   for (int32_t depth : depths) {
     const int64_t total = depth + args.prompt + args.decode;
     const KvLayout layout = model->MakeKvLayout(kv_dtype);
-    const size_t budget = (static_cast<size_t>(total) * (args.repeats + 1) + 4096) * layout.BytesPerToken() + (64u << 20);
+    const size_t budget =
+        (static_cast<size_t>(total) * (args.repeats + 1) + 4096) * layout.BytesPerToken() +
+        (64u << 20);
     KvCache cache(layout, {.block_size = 64, .budget_bytes = budget});
     const int32_t base = cache.AddSequence();
-    if (depth > 0) Prefill(*model, exec, cache, base, BenchTokens(depth, vocab, 1), {.prefill_chunk = 512});
+    if (depth > 0)
+      Prefill(*model, exec, cache, base, BenchTokens(depth, vocab, 1), {.prefill_chunk = 512});
     std::vector<double> prefill_rates;
     std::vector<double> decode_rates;
     std::vector<float> logits(static_cast<size_t>(vocab));
     for (int r = 0; r < args.repeats; ++r) {
       const int32_t seq = cache.ForkSequence(base, depth);
-      const std::vector<int32_t> prompt = BenchTokens(args.prompt, vocab, 2 + static_cast<uint64_t>(r));
+      const std::vector<int32_t> prompt =
+          BenchTokens(args.prompt, vocab, 2 + static_cast<uint64_t>(r));
       auto start = std::chrono::steady_clock::now();
       Prefill(*model, exec, cache, seq, prompt, {.prefill_chunk = args.prompt});
       prefill_rates.push_back(args.prompt / Seconds(start));
@@ -85,7 +90,8 @@ int RunBench(const BenchArgs& args) {
       start = std::chrono::steady_clock::now();
       for (int i = 0; i < args.decode; ++i) {
         ReserveOrThrow(cache, seq, 1);
-        const BatchToken next{.token = token, .seq = seq, .pos = cache.Length(seq), .want_logits = true};
+        const BatchToken next{
+            .token = token, .seq = seq, .pos = cache.Length(seq), .want_logits = true};
         model->Forward(exec, cache, std::span<const BatchToken>(&next, 1), {}, logits.data());
         token = Argmax(logits);
       }
@@ -96,12 +102,14 @@ int RunBench(const BenchArgs& args) {
     const double decode_tok_s = Median(decode_rates);
     // KV rows read per decoded token: the mean context over the decode run.
     const int64_t mean_context = depth + args.prompt + args.decode / 2;
-    const int64_t bytes = weight_bytes + mean_context * static_cast<int64_t>(layout.BytesPerToken());
+    const int64_t bytes =
+        weight_bytes + mean_context * static_cast<int64_t>(layout.BytesPerToken());
     const double gb_s = static_cast<double>(bytes) * decode_tok_s / 1e9;
     const WeightMatrix& probe = model->weights().layers[0].mla.o_proj.empty()
                                     ? model->weights().layers[0].gqa.o_proj
                                     : model->weights().layers[0].mla.o_proj;
-    const std::string weights = probe.dtype == DType::kI8 ? "int8" : std::string(DTypeName(probe.dtype));
+    const std::string weights =
+        probe.dtype == DType::kI8 ? "int8" : std::string(DTypeName(probe.dtype));
     if (args.json) {
       const nlohmann::json line = {{"weights", weights},
                                    {"threads", pool.size()},
@@ -116,8 +124,9 @@ int RunBench(const BenchArgs& args) {
                                    {"roofline_fraction", gb_s / peak_gb_s}};
       std::printf("%s\n", line.dump().c_str());
     } else {
-      std::printf("%8d %8d %12.1f %8d %12.2f %14lld %10.2f %8.1f%%\n", depth, args.prompt, prefill_tok_s,
-                  args.decode, decode_tok_s, static_cast<long long>(bytes), gb_s, 100.0 * gb_s / peak_gb_s);
+      std::printf("%8d %8d %12.1f %8d %12.2f %14lld %10.2f %8.1f%%\n", depth, args.prompt,
+                  prefill_tok_s, args.decode, decode_tok_s, static_cast<long long>(bytes), gb_s,
+                  100.0 * gb_s / peak_gb_s);
     }
     std::fflush(stdout);
   }
@@ -128,13 +137,18 @@ int RunBench(const BenchArgs& args) {
 
 void RegisterBench(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<BenchArgs>();
-  CLI::App* cmd = app.add_subcommand("bench", "Prefill/decode tok/s at context depths, GB/s vs measured peak");
+  CLI::App* cmd =
+      app.add_subcommand("bench", "Prefill/decode tok/s at context depths, GB/s vs measured peak");
   AddModelOptions(*cmd, args->model);
-  cmd->add_option("-p,--prompt", args->prompt, "Prefill tokens per measurement")->capture_default_str();
-  cmd->add_option("-n,--decode", args->decode, "Decoded tokens per measurement")->capture_default_str();
-  cmd->add_option("--depth", args->depths, "Context depths, e.g. 0,4096,16384")->capture_default_str();
+  cmd->add_option("-p,--prompt", args->prompt, "Prefill tokens per measurement")
+      ->capture_default_str();
+  cmd->add_option("-n,--decode", args->decode, "Decoded tokens per measurement")
+      ->capture_default_str();
+  cmd->add_option("--depth", args->depths, "Context depths, e.g. 0,4096,16384")
+      ->capture_default_str();
   cmd->add_option("--kv-dtype", args->kv_dtype, "KV cache dtype")->capture_default_str();
-  cmd->add_option("--repeats", args->repeats, "Repeats per depth (median reported)")->capture_default_str();
+  cmd->add_option("--repeats", args->repeats, "Repeats per depth (median reported)")
+      ->capture_default_str();
   cmd->add_flag("--json", args->json, "One JSON object per line per measurement");
   cmd->callback([args, exit_code] { *exit_code = RunBench(*args); });
 }

@@ -59,12 +59,14 @@ class ChatSession {
       // The cache holds the conversation as generated; append the last sampled token (and the
       // end-of-turn token the template puts after a reply), then only the new text.
       delta = pending_;
-      const std::vector<int32_t> text = tokenizer_.Encode(std::string_view(rendered).substr(before.size()), false);
+      const std::vector<int32_t> text =
+          tokenizer_.Encode(std::string_view(rendered).substr(before.size()), false);
       delta.insert(delta.end(), text.begin(), text.end());
     } else {
       const std::vector<int32_t> full = tokenizer_.Encode(rendered, false);
       common = 0;
-      while (common < cached_.size() && common < full.size() && cached_[common] == full[common]) ++common;
+      while (common < cached_.size() && common < full.size() && cached_[common] == full[common])
+        ++common;
       if (common < cached_.size()) CutCacheTo(common);
       delta.assign(full.begin() + static_cast<std::ptrdiff_t>(cached_.size()), full.end());
     }
@@ -74,11 +76,13 @@ class ChatSession {
     if (room <= 0) throw Error("chat: the conversation exceeds the model's context; use /reset");
 
     TextStream stream(tokenizer_, {});
-    GenerateOptions options{.max_new_tokens = static_cast<int>(std::min<int64_t>(args_.max_tokens, room)),
-                            .sampling = args_.sampling};
+    GenerateOptions options{
+        .max_new_tokens = static_cast<int>(std::min<int64_t>(args_.max_tokens, room)),
+        .sampling = args_.sampling};
     options.sampling.seed += static_cast<uint64_t>(turn_);
     options.stop_ids.push_back(tokenizer_.eos_id());
-    for (int64_t eos : model_->config().eos_token_ids) options.stop_ids.push_back(static_cast<int32_t>(eos));
+    for (int64_t eos : model_->config().eos_token_ids)
+      options.stop_ids.push_back(static_cast<int32_t>(eos));
     options.on_token = [&](int32_t token) {
       bool stopped = false;
       std::fputs(stream.Push(token, &stopped).c_str(), stdout);
@@ -96,12 +100,16 @@ class ChatSession {
       cached_.insert(cached_.end(), result.tokens.begin(), result.tokens.end() - 1);
       pending_.push_back(result.tokens.back());
     }
-    if (pending_.empty() || pending_.back() != tokenizer_.eos_id()) pending_.push_back(tokenizer_.eos_id());
+    if (pending_.empty() || pending_.back() != tokenizer_.eos_id())
+      pending_.push_back(tokenizer_.eos_id());
     messages_.push_back({"assistant", stream.emitted()});
     ++turn_;
-    std::fprintf(stderr, "[turn %d: prefilled %zu new tokens (%zu cached), generated %zu tokens, %.1f tok/s]\n",
-                 turn_, delta.size(), common, result.tokens.size(),
-                 static_cast<double>(result.tokens.size()) / std::max(result.decode_seconds + result.prefill_seconds, 1e-9));
+    std::fprintf(
+        stderr,
+        "[turn %d: prefilled %zu new tokens (%zu cached), generated %zu tokens, %.1f tok/s]\n",
+        turn_, delta.size(), common, result.tokens.size(),
+        static_cast<double>(result.tokens.size()) /
+            std::max(result.decode_seconds + result.prefill_seconds, 1e-9));
   }
 
  private:
@@ -150,7 +158,9 @@ int RunChat(const ChatArgs& args) {
   Exec exec{pool, SelectKernels(args.model)};
   ChatSession session(args, exec);
   const bool interactive = isatty(STDIN_FILENO) == 1;
-  if (interactive) std::fprintf(stderr, "mlarun chat: type a message; /reset clears the conversation, /exit quits.\n");
+  if (interactive)
+    std::fprintf(stderr,
+                 "mlarun chat: type a message; /reset clears the conversation, /exit quits.\n");
   std::string line;
   for (;;) {
     std::printf("> ");
@@ -179,16 +189,19 @@ int RunChat(const ChatArgs& args) {
 
 void RegisterChat(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<ChatArgs>();
-  CLI::App* cmd = app.add_subcommand("chat", "Interactive multi-turn chat (history kept in the KV cache)");
+  CLI::App* cmd =
+      app.add_subcommand("chat", "Interactive multi-turn chat (history kept in the KV cache)");
   AddModelOptions(*cmd, args->model);
   AddKvOptions(*cmd, args->kv, "bf16");
   cmd->add_option("--system", args->system, "System prompt");
-  cmd->add_option("-n,--max-tokens", args->max_tokens, "Max tokens per reply")->capture_default_str();
+  cmd->add_option("-n,--max-tokens", args->max_tokens, "Max tokens per reply")
+      ->capture_default_str();
   cmd->add_option("--temperature", args->sampling.temperature, "0 = greedy")->capture_default_str();
   cmd->add_option("--top-k", args->sampling.top_k, "0 = off")->capture_default_str();
   cmd->add_option("--top-p", args->sampling.top_p, "1 = off")->capture_default_str();
   cmd->add_option("--min-p", args->sampling.min_p, "0 = off")->capture_default_str();
-  cmd->add_option("--repeat-penalty", args->sampling.repetition_penalty, "1 = off")->capture_default_str();
+  cmd->add_option("--repeat-penalty", args->sampling.repetition_penalty, "1 = off")
+      ->capture_default_str();
   cmd->add_option("--seed", args->sampling.seed, "Sampling seed")->capture_default_str();
   cmd->callback([args, exit_code] { *exit_code = RunChat(*args); });
 }

@@ -2,15 +2,14 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
-
 #include <optional>
 
 #include "cli/common.h"
 #include "cli/progress.h"
 #include "cli/text_io.h"
-#include "runtime/text_stream.h"
 #include "core/error.h"
 #include "runtime/generator.h"
+#include "runtime/text_stream.h"
 
 namespace mlarun::cli {
 
@@ -32,7 +31,8 @@ struct GenerateArgs {
 };
 
 int RunGenerate(const GenerateArgs& args) {
-  const int n_prompt_sources = !args.prompt.empty() + !args.prompt_file.empty() + !args.prompt_ids.empty();
+  const int n_prompt_sources =
+      !args.prompt.empty() + !args.prompt_file.empty() + !args.prompt_ids.empty();
   if (n_prompt_sources != 1) throw Error("give exactly one of --prompt, --file and --prompt-ids");
   ThreadPool pool(args.model.threads);
   Exec exec{pool, SelectKernels(args.model)};
@@ -61,11 +61,12 @@ int RunGenerate(const GenerateArgs& args) {
   const std::unique_ptr<KvCache> cache = MakeKvCache(*model, args.kv);
   const int32_t seq = cache->AddSequence();
   ExpertStats stats;
-  GenerateOptions options{
-      .max_new_tokens = static_cast<int>(std::min<int64_t>(args.n, ctx - static_cast<int64_t>(prompt.size()))),
-      .sampling = args.sampling};
+  GenerateOptions options{.max_new_tokens = static_cast<int>(
+                              std::min<int64_t>(args.n, ctx - static_cast<int64_t>(prompt.size()))),
+                          .sampling = args.sampling};
   if (!args.ignore_eos) {
-    for (int64_t eos : model->config().eos_token_ids) options.stop_ids.push_back(static_cast<int32_t>(eos));
+    for (int64_t eos : model->config().eos_token_ids)
+      options.stop_ids.push_back(static_cast<int32_t>(eos));
     if (tokenizer) options.stop_ids.push_back(tokenizer->eos_id());
   }
   if (args.expert_stats) options.expert_stats = &stats;
@@ -93,14 +94,16 @@ int RunGenerate(const GenerateArgs& args) {
   const GenerateResult result = Generate(*model, exec, *cache, seq, prompt, options);
   if (stream) std::fputs(stream->Finish().c_str(), stdout);
   std::printf("\n");
-  const double prefill_tps = static_cast<double>(result.prompt_tokens) / std::max(result.prefill_seconds, 1e-9);
+  const double prefill_tps =
+      static_cast<double>(result.prompt_tokens) / std::max(result.prefill_seconds, 1e-9);
   const size_t n_decoded = result.tokens.size() > 0 ? result.tokens.size() - 1 : 0;
   const double decode_tps = static_cast<double>(n_decoded) / std::max(result.decode_seconds, 1e-9);
-  std::fprintf(stderr,
-               "prompt tokens: %lld | prefill: %.1f tok/s | generated: %zu (%s) | decode: %.1f tok/s"
-               " | KV bytes: %zu used, %zu allocated\n",
-               static_cast<long long>(result.prompt_tokens), prefill_tps, result.tokens.size(),
-               result.finish_reason.c_str(), decode_tps, cache->UsedBytes(), cache->AllocatedBytes());
+  std::fprintf(
+      stderr,
+      "prompt tokens: %lld | prefill: %.1f tok/s | generated: %zu (%s) | decode: %.1f tok/s"
+      " | KV bytes: %zu used, %zu allocated\n",
+      static_cast<long long>(result.prompt_tokens), prefill_tps, result.tokens.size(),
+      result.finish_reason.c_str(), decode_tps, cache->UsedBytes(), cache->AllocatedBytes());
   if (args.expert_stats) PrintExpertStats(stats, args.verbose);
   return 0;
 }
@@ -114,20 +117,26 @@ void RegisterGenerate(CLI::App& app, int* exit_code) {
   AddKvOptions(*cmd, args->kv, "f32");
   cmd->add_option("--prompt,-p", args->prompt, "Prompt text (streamed output is text)");
   cmd->add_option("--file,-f", args->prompt_file, "Read the prompt text from a file");
-  cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids, e.g. \"1,2,3\" (output is ids)");
+  cmd->add_option("--prompt-ids", args->prompt_ids,
+                  "Prompt token ids, e.g. \"1,2,3\" (output is ids)");
   cmd->add_option("--stop", args->stop, "Stop string (repeatable); not printed");
-  cmd->add_option("-c,--ctx-size", args->ctx_size, "Context length limit (default: max_position_embeddings)");
+  cmd->add_option("-c,--ctx-size", args->ctx_size,
+                  "Context length limit (default: max_position_embeddings)");
   cmd->add_option("-n,--max-tokens", args->n, "Tokens to generate")->capture_default_str();
   cmd->add_option("--temperature", args->sampling.temperature, "0 = greedy")->capture_default_str();
   cmd->add_option("--top-k", args->sampling.top_k, "0 = off")->capture_default_str();
   cmd->add_option("--top-p", args->sampling.top_p, "1 = off")->capture_default_str();
   cmd->add_option("--min-p", args->sampling.min_p, "0 = off")->capture_default_str();
-  cmd->add_option("--repeat-penalty", args->sampling.repetition_penalty, "1 = off")->capture_default_str();
-  cmd->add_option("--presence-penalty", args->sampling.presence_penalty, "0 = off")->capture_default_str();
-  cmd->add_option("--frequency-penalty", args->sampling.frequency_penalty, "0 = off")->capture_default_str();
+  cmd->add_option("--repeat-penalty", args->sampling.repetition_penalty, "1 = off")
+      ->capture_default_str();
+  cmd->add_option("--presence-penalty", args->sampling.presence_penalty, "0 = off")
+      ->capture_default_str();
+  cmd->add_option("--frequency-penalty", args->sampling.frequency_penalty, "0 = off")
+      ->capture_default_str();
   cmd->add_option("--seed", args->sampling.seed, "Sampling seed")->capture_default_str();
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Do not stop at EOS");
-  cmd->add_flag("--expert-stats", args->expert_stats, "Print tokens per routed expert per MoE layer");
+  cmd->add_flag("--expert-stats", args->expert_stats,
+                "Print tokens per routed expert per MoE layer");
   cmd->add_flag("--verbose,-v", args->verbose, "With --expert-stats: full histograms");
   cmd->callback([args, exit_code] { *exit_code = RunGenerate(*args); });
 }

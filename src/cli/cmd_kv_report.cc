@@ -66,17 +66,21 @@ int RunKvReport(const KvReportArgs& args) {
       std::printf("%-10s %-30s %-6s %-28s %14s %18s %8.4fx\n", r.name.c_str(), r.attention.c_str(),
                   r.kv_dtype.c_str(), r.policy.c_str(), WithCommas(r.bytes_per_token).c_str(),
                   WithCommas(r.total_bytes).c_str(),
-                  mha_total > 0 ? static_cast<double>(r.total_bytes) / static_cast<double>(mha_total) : 0.0);
+                  mha_total > 0
+                      ? static_cast<double>(r.total_bytes) / static_cast<double>(mha_total)
+                      : 0.0);
     }
   }
   if (!args.plot.empty()) {
     std::vector<PlotSeries> series;
     const int64_t max_context = std::max<int64_t>(args.context, 16);
     for (const KvReportRow& r : rows) {
-      PlotSeries s{.label = r.name + " (" + r.kv_dtype + (r.policy == "full" ? "" : ", " + r.policy) + ")"};
+      PlotSeries s{.label = r.name + " (" + r.kv_dtype +
+                            (r.policy == "full" ? "" : ", " + r.policy) + ")"};
       int64_t previous = 0;
       for (double c = 1; previous < max_context; c *= 1.1) {
-        const int64_t tokens = std::min<int64_t>(max_context, static_cast<int64_t>(std::llround(c)));
+        const int64_t tokens =
+            std::min<int64_t>(max_context, static_cast<int64_t>(std::llround(c)));
         if (tokens == previous) continue;
         previous = tokens;
         s.x.push_back(static_cast<double>(tokens));
@@ -97,7 +101,8 @@ int RunKvReport(const KvReportArgs& args) {
 
 void RegisterKvReport(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<KvReportArgs>();
-  CLI::App* cmd = app.add_subcommand("kv-report", "KV cache memory of MHA/GQA/MQA/MLA from config.json");
+  CLI::App* cmd =
+      app.add_subcommand("kv-report", "KV cache memory of MHA/GQA/MQA/MLA from config.json");
   cmd->add_option("--model,-m", args->model_dir, "Model directory (only config.json is read)");
   cmd->add_option("--context", args->context, "Context length in tokens")->capture_default_str();
   cmd->add_option("--kv-policy", args->kv_policy, "Policy of the first row")->capture_default_str();

@@ -50,7 +50,8 @@ int RunLogits(const LogitsArgs& args) {
     const int64_t end = std::min(n, begin + chunk);
     std::vector<BatchToken> batch;
     for (int64_t i = begin; i < end; ++i) {
-      batch.push_back({.token = ids[static_cast<size_t>(i)], .seq = seq, .pos = i, .want_logits = true});
+      batch.push_back(
+          {.token = ids[static_cast<size_t>(i)], .seq = seq, .pos = i, .want_logits = true});
     }
     ReserveOrThrow(*cache, seq, end - begin);
     model->Forward(exec, *cache, batch, {.mla_path = path}, logits.data() + begin * vocab);

@@ -35,7 +35,8 @@ void RegisterMakeModel(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<MakeModelArgs>();
   std::string presets;
   for (const std::string& p : SyntheticPresetNames()) presets += (presets.empty() ? "" : ", ") + p;
-  CLI::App* cmd = app.add_subcommand("make-model", "Write a random model (HF layout) from a preset");
+  CLI::App* cmd =
+      app.add_subcommand("make-model", "Write a random model (HF layout) from a preset");
   cmd->add_option("--preset", args->preset, "One of: " + presets)->required();
   cmd->add_option("--out,-o", args->out, "Output directory")->required();
   cmd->add_option("--dtype", args->dtype, "f32, bf16, f16 or fp8 (128x128 block scales)")

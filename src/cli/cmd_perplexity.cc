@@ -36,11 +36,13 @@ int RunPerplexity(const PerplexityArgs& args) {
   const Tokenizer tokenizer = LoadTokenizer(model_dir);
   const std::string text = ReadInput(args.file);
   size_t bad = 0;
-  if (!IsValidUtf8(text, &bad)) throw Error(args.file + ": invalid UTF-8 at byte " + std::to_string(bad));
+  if (!IsValidUtf8(text, &bad))
+    throw Error(args.file + ": invalid UTF-8 at byte " + std::to_string(bad));
   const std::vector<int32_t> ids = tokenizer.Encode(text, false);
   const int64_t n = static_cast<int64_t>(ids.size());
   int64_t n_chunks = (n + args.context - 1) / args.context;
-  if (n_chunks > 0 && n - (n_chunks - 1) * args.context < 2) --n_chunks;  // a 1-token tail predicts nothing
+  if (n_chunks > 0 && n - (n_chunks - 1) * args.context < 2)
+    --n_chunks;  // a 1-token tail predicts nothing
   if (args.max_chunks > 0) n_chunks = std::min(n_chunks, args.max_chunks);
   if (n_chunks == 0) throw Error(args.file + ": fewer than 2 tokens");
 
@@ -60,18 +62,23 @@ int RunPerplexity(const PerplexityArgs& args) {
       const int64_t pass_end = std::min(end, pass + kPassTokens);
       std::vector<BatchToken> batch;
       for (int64_t i = pass; i < pass_end; ++i) {
-        batch.push_back({.token = ids[static_cast<size_t>(i)], .seq = seq, .pos = i - begin, .want_logits = true});
+        batch.push_back({.token = ids[static_cast<size_t>(i)],
+                         .seq = seq,
+                         .pos = i - begin,
+                         .want_logits = true});
       }
       logits.resize(batch.size() * static_cast<size_t>(vocab));
       ReserveOrThrow(*cache, seq, static_cast<int64_t>(batch.size()));
-      model->Forward(exec, *cache, batch, {.expert_stats = args.expert_stats ? &stats : nullptr}, logits.data());
+      model->Forward(exec, *cache, batch, {.expert_stats = args.expert_stats ? &stats : nullptr},
+                     logits.data());
       // Token i's logits predict token i + 1 (inside the chunk).
       for (int64_t i = pass; i < pass_end && i + 1 < end; ++i) {
         const float* row = logits.data() + (i - pass) * vocab;
         float max_logit = row[0];
         for (int64_t v = 1; v < vocab; ++v) max_logit = std::max(max_logit, row[v]);
         double sum = 0.0;
-        for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v] - max_logit));
+        for (int64_t v = 0; v < vocab; ++v)
+          sum += std::exp(static_cast<double>(row[v] - max_logit));
         total_nll += std::log(sum) + max_logit - row[ids[static_cast<size_t>(i + 1)]];
         ++scored;
       }
@@ -93,8 +100,8 @@ int RunPerplexity(const PerplexityArgs& args) {
                             .dump()
                             .c_str());
   } else {
-    std::printf("perplexity %.4f (mean NLL %.5f over %lld tokens, %lld chunks of %lld; kv %s %s)\n", ppl,
-                total_nll / static_cast<double>(scored), static_cast<long long>(scored),
+    std::printf("perplexity %.4f (mean NLL %.5f over %lld tokens, %lld chunks of %lld; kv %s %s)\n",
+                ppl, total_nll / static_cast<double>(scored), static_cast<long long>(scored),
                 static_cast<long long>(n_chunks), static_cast<long long>(args.context),
                 args.kv.kv_policy.c_str(), args.kv.kv_dtype.c_str());
   }
@@ -110,9 +117,11 @@ void RegisterPerplexity(CLI::App& app, int* exit_code) {
   AddModelOptions(*cmd, args->model);
   AddKvOptions(*cmd, args->kv, "f32");
   cmd->add_option("--file,-f", args->file, "Text file")->required();
-  cmd->add_option("--context,-c", args->context, "Tokens per independently evaluated chunk")->capture_default_str();
+  cmd->add_option("--context,-c", args->context, "Tokens per independently evaluated chunk")
+      ->capture_default_str();
   cmd->add_option("--max-chunks", args->max_chunks, "Evaluate only the first N chunks");
-  cmd->add_flag("--expert-stats", args->expert_stats, "Print tokens per routed expert per MoE layer");
+  cmd->add_flag("--expert-stats", args->expert_stats,
+                "Print tokens per routed expert per MoE layer");
   cmd->add_flag("--verbose,-v", args->verbose, "With --expert-stats: full histograms");
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->callback([args, exit_code] { *exit_code = RunPerplexity(*args); });

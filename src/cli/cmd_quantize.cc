@@ -32,7 +32,8 @@ int RunQuantize(QuantizeArgs args) {
 
 void RegisterQuantize(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<QuantizeArgs>();
-  CLI::App* cmd = app.add_subcommand("quantize", "Write the model with int8 (Q8, blocks of 32) weights");
+  CLI::App* cmd =
+      app.add_subcommand("quantize", "Write the model with int8 (Q8, blocks of 32) weights");
   AddModelOptions(*cmd, args->model);
   cmd->add_option("--out,-o", args->out, "Output directory")->required();
   cmd->callback([args, exit_code] { *exit_code = RunQuantize(*args); });

@@ -37,7 +37,8 @@ int RunTokenize(const TokenizeArgs& args) {
     if (args.jsonl) {
       try {
         const nlohmann::json value = nlohmann::json::parse(line);
-        if (!value.is_string()) throw Error(where + ":" + std::to_string(number) + ": expected a JSON string");
+        if (!value.is_string())
+          throw Error(where + ":" + std::to_string(number) + ": expected a JSON string");
         text = value.get<std::string>();
       } catch (const nlohmann::json::parse_error& e) {
         throw Error(where + ":" + std::to_string(number) + ": not a JSON string: " + e.what());
@@ -56,9 +57,11 @@ int RunDetokenize(const TokenizeArgs& args) {
     std::vector<int32_t> ids;
     try {
       const nlohmann::json value = nlohmann::json::parse(line);
-      if (!value.is_array()) throw Error(where + ":" + std::to_string(number) + ": expected a JSON array of ids");
+      if (!value.is_array())
+        throw Error(where + ":" + std::to_string(number) + ": expected a JSON array of ids");
       for (const nlohmann::json& id : value) {
-        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= tokenizer.vocab_size()) {
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+            id.get<int64_t>() >= tokenizer.vocab_size()) {
           throw Error(where + ":" + std::to_string(number) + ": " + id.dump() +
                       " is not a token id in [0, " + std::to_string(tokenizer.vocab_size()) + ")");
         }
@@ -69,7 +72,8 @@ int RunDetokenize(const TokenizeArgs& args) {
     }
     // Invalid UTF-8 (ids that split a character) is printed with U+FFFD replacements.
     const nlohmann::json text = tokenizer.Decode(ids);
-    std::printf("%s\n", text.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    std::printf("%s\n",
+                text.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   });
   return 0;
 }
@@ -78,16 +82,21 @@ int RunDetokenize(const TokenizeArgs& args) {
 
 void RegisterTokenize(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<TokenizeArgs>();
-  CLI::App* cmd = app.add_subcommand("tokenize", "Print one JSON array of token ids per input line");
-  cmd->add_option("--model,-m", args->model_dir, "Model directory (only the tokenizer files are read)");
+  CLI::App* cmd =
+      app.add_subcommand("tokenize", "Print one JSON array of token ids per input line");
+  cmd->add_option("--model,-m", args->model_dir,
+                  "Model directory (only the tokenizer files are read)");
   cmd->add_option("--file,-f", args->file, "Input file (default: stdin)");
   cmd->add_flag("--bos", args->bos, "Prepend the BOS token");
-  cmd->add_flag("--jsonl", args->jsonl, "Each input line is a JSON string (texts may contain newlines)");
+  cmd->add_flag("--jsonl", args->jsonl,
+                "Each input line is a JSON string (texts may contain newlines)");
   cmd->callback([args, exit_code] { *exit_code = RunTokenize(*args); });
 
   auto dargs = std::make_shared<TokenizeArgs>();
-  CLI::App* dcmd = app.add_subcommand("detokenize", "Print each input line's JSON id array as a JSON string");
-  dcmd->add_option("--model,-m", dargs->model_dir, "Model directory (only the tokenizer files are read)");
+  CLI::App* dcmd =
+      app.add_subcommand("detokenize", "Print each input line's JSON id array as a JSON string");
+  dcmd->add_option("--model,-m", dargs->model_dir,
+                   "Model directory (only the tokenizer files are read)");
   dcmd->add_option("--file,-f", dargs->file, "Input file (default: stdin)");
   dcmd->callback([dargs, exit_code] { *exit_code = RunDetokenize(*dargs); });
 }

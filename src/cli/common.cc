@@ -19,11 +19,13 @@ void AddModelOptions(CLI::App& app, ModelArgs& args) {
   app.add_option("--model,-m", args.model_dir,
                  "Model directory (config.json + *.safetensors); default: the embedded demo model");
   app.add_option("--threads,-t", args.threads, "Worker threads (default: all cores)");
-  app.add_option("--weights", args.weights, "Weight format: as-loaded or int8 (Q8 blocks, quantised at load)")
+  app.add_option("--weights", args.weights,
+                 "Weight format: as-loaded or int8 (Q8 blocks, quantised at load)")
       ->capture_default_str();
-  app.add_option("--isa", args.isa,
-                 "Kernels: auto (best exact f32), fast (bf16 activations for bf16 weights), scalar, "
-                 "avx2, avx512, avx512-bf16 (default: $MLARUN_ISA, else per command)");
+  app.add_option(
+      "--isa", args.isa,
+      "Kernels: auto (best exact f32), fast (bf16 activations for bf16 weights), scalar, "
+      "avx2, avx512, avx512-bf16 (default: $MLARUN_ISA, else per command)");
 }
 
 void AddKvOptions(CLI::App& app, KvArgs& args, const std::string& default_dtype) {
@@ -50,8 +52,9 @@ std::string ResolveModelDir(const std::string& model_dir) {
     if (fs::exists(candidate / "config.json")) return fs::weakly_canonical(candidate).string();
   }
   if (fs::exists("models/default/config.json")) return "models/default";
-  throw Error("--model: no model directory given and the embedded default model "
-              "(models/default) was not found");
+  throw Error(
+      "--model: no model directory given and the embedded default model "
+      "(models/default) was not found");
 }
 
 std::unique_ptr<Model> LoadModel(const ModelArgs& args, ThreadPool& pool) {
@@ -79,7 +82,8 @@ const KernelTable& SelectKernels(const ModelArgs& args, const std::string& fallb
   }
   Isa isa;
   if (!ParseIsa(name, &isa)) {
-    throw Error("--isa: '" + name + "' is not one of auto, fast, scalar, avx2, avx512, avx512-bf16");
+    throw Error("--isa: '" + name +
+                "' is not one of auto, fast, scalar, avx2, avx512, avx512-bf16");
   }
   if (!IsaSupported(isa)) {
     throw Error("--isa: this CPU does not support " + name + " (" + DescribeCpuFeatures() + ")");
@@ -172,7 +176,8 @@ void PrintExpertStats(const ExpertStats& stats, bool verbose) {
     }
     const double mean = static_cast<double>(total) / static_cast<double>(counts.size());
     double var = 0.0;
-    for (int64_t c : counts) var += (static_cast<double>(c) - mean) * (static_cast<double>(c) - mean);
+    for (int64_t c : counts)
+      var += (static_cast<double>(c) - mean) * (static_cast<double>(c) - mean);
     var /= static_cast<double>(counts.size());
     const double cv = mean > 0 ? std::sqrt(var) / mean : 0.0;
     std::fprintf(stderr, "  layer %2zu: %lld assignments, min %lld, max %lld, mean %.2f, cv %.3f\n",

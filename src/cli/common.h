@@ -16,9 +16,9 @@
 namespace mlarun::cli {
 
 struct ModelArgs {
-  std::string model_dir;  // empty: the embedded default model
-  int threads = 0;        // 0: all cores
-  std::string isa;        // empty: $MLARUN_ISA, else the best the CPU supports
+  std::string model_dir;              // empty: the embedded default model
+  int threads = 0;                    // 0: all cores
+  std::string isa;                    // empty: $MLARUN_ISA, else the best the CPU supports
   std::string weights = "as-loaded";  // or int8 (quantised at load)
 };
 

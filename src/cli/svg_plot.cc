@@ -57,44 +57,57 @@ std::string RenderLogLogSvg(const std::vector<PlotSeries>& series, const PlotOpt
   const double lx0 = std::floor(std::log10(x_min)), lx1 = std::ceil(std::log10(x_max));
   const double ly0 = std::floor(std::log10(y_min)), ly1 = std::ceil(std::log10(y_max));
   const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
-  auto px = [&](double x) { return kLeft + (std::log10(x) - lx0) / std::max(1.0, lx1 - lx0) * plot_w; };
-  auto py = [&](double y) { return kTop + plot_h - (std::log10(y) - ly0) / std::max(1.0, ly1 - ly0) * plot_h; };
+  auto px = [&](double x) {
+    return kLeft + (std::log10(x) - lx0) / std::max(1.0, lx1 - lx0) * plot_w;
+  };
+  auto py = [&](double y) {
+    return kTop + plot_h - (std::log10(y) - ly0) / std::max(1.0, ly1 - ly0) * plot_h;
+  };
 
-  std::string svg = Format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" "
-                           "font-family=\"sans-serif\" font-size=\"12\">\n", kWidth, kHeight);
+  std::string svg = Format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n",
+      kWidth, kHeight);
   svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  svg += Format("<text x=\"%g\" y=\"28\" font-size=\"16\" text-anchor=\"middle\">", kLeft + plot_w / 2) +
+  svg += Format("<text x=\"%g\" y=\"28\" font-size=\"16\" text-anchor=\"middle\">",
+                kLeft + plot_w / 2) +
          Escape(options.title) + "</text>\n";
   for (double e = lx0; e <= lx1; ++e) {
     const double x = px(std::pow(10, e));
-    svg += Format("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/>\n", x, kTop, x, kTop + plot_h);
+    svg += Format("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/>\n", x, kTop, x,
+                  kTop + plot_h);
     svg += Format("<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">", x, kTop + plot_h + 18) +
            DecadeLabel(static_cast<int>(e), false) + "</text>\n";
   }
   for (double e = ly0; e <= ly1; ++e) {
     const double y = py(std::pow(10, e));
-    svg += Format("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/>\n", kLeft, y, kLeft + plot_w, y);
+    svg += Format("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/>\n", kLeft, y,
+                  kLeft + plot_w, y);
     svg += Format("<text x=\"%g\" y=\"%g\" text-anchor=\"end\">", kLeft - 6, y + 4) +
            DecadeLabel(static_cast<int>(e), true) + "</text>\n";
   }
-  svg += Format("<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" stroke=\"black\"/>\n",
-                kLeft, kTop, plot_w, plot_h);
-  svg += Format("<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">", kLeft + plot_w / 2, kHeight - 15) +
-         Escape(options.x_label) + "</text>\n";
-  svg += Format("<text transform=\"translate(20 %g) rotate(-90)\" text-anchor=\"middle\">", kTop + plot_h / 2) +
+  svg += Format(
+      "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" stroke=\"black\"/>\n",
+      kLeft, kTop, plot_w, plot_h);
+  svg +=
+      Format("<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">", kLeft + plot_w / 2, kHeight - 15) +
+      Escape(options.x_label) + "</text>\n";
+  svg += Format("<text transform=\"translate(20 %g) rotate(-90)\" text-anchor=\"middle\">",
+                kTop + plot_h / 2) +
          Escape(options.y_label) + "</text>\n";
   for (size_t i = 0; i < series.size(); ++i) {
     const PlotSeries& s = series[i];
     const char* color = kColors[i % (sizeof(kColors) / sizeof(kColors[0]))];
     std::string points;
     for (size_t j = 0; j < s.x.size(); ++j) points += Format("%.1f,%.1f ", px(s.x[j]), py(s.y[j]));
-    svg += "<polyline fill=\"none\" stroke-width=\"2\" stroke=\"" + std::string(color) + "\" points=\"" +
-           points + "\"/>\n";
+    svg += "<polyline fill=\"none\" stroke-width=\"2\" stroke=\"" + std::string(color) +
+           "\" points=\"" + points + "\"/>\n";
     const double ly = kTop + 10 + 20 * static_cast<double>(i);
-    svg += Format("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke-width=\"3\" ", kWidth - kRight + 15, ly,
-                  kWidth - kRight + 40, ly) +
+    svg += Format("<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke-width=\"3\" ",
+                  kWidth - kRight + 15, ly, kWidth - kRight + 40, ly) +
            "stroke=\"" + color + "\"/>\n";
-    svg += Format("<text x=\"%g\" y=\"%g\">", kWidth - kRight + 46, ly + 4) + Escape(s.label) + "</text>\n";
+    svg += Format("<text x=\"%g\" y=\"%g\">", kWidth - kRight + 46, ly + 4) + Escape(s.label) +
+           "</text>\n";
   }
   svg += "</svg>\n";
   return svg;

@@ -14,8 +14,9 @@ namespace mlarun::cli {
 
 Tokenizer LoadTokenizer(const std::string& model_dir) {
   if (!std::filesystem::exists(model_dir + "/tokenizer.json")) {
-    throw Error(model_dir + "/tokenizer.json: missing (text commands need the model's tokenizer; "
-                            "use --prompt-ids for raw token ids)");
+    throw Error(model_dir +
+                "/tokenizer.json: missing (text commands need the model's tokenizer; "
+                "use --prompt-ids for raw token ids)");
   }
   try {
     return Tokenizer::FromDirectory(model_dir);

@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define MLARUN_CHECK(condition)                                                           \
-  do {                                                                                    \
-    if (!(condition)) {                                                                   \
+#define MLARUN_CHECK(condition)                                                                   \
+  do {                                                                                            \
+    if (!(condition)) {                                                                           \
       std::fprintf(stderr, "%s:%d: internal check failed: %s\n", __FILE__, __LINE__, #condition); \
-      std::abort();                                                                       \
-    }                                                                                     \
+      std::abort();                                                                               \
+    }                                                                                             \
   } while (false)

@@ -12,10 +12,11 @@ namespace {
 constexpr int kSpinIterations = 2000;
 // Pause iterations the caller spins waiting for workers before yielding its core.
 constexpr int kWaitSpinIterations = 256;
-}
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
-  if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (n_threads <= 0)
+    n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   n_threads_ = n_threads;
   for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
 }

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <vector>
 
-
 namespace mlarun {
 
 void ResetPartial(const AttentionSpec& spec, AttentionPartial partial) {
@@ -29,7 +28,8 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
       const uint8_t* raw = rows.Row(span.block, span.row_begin + r);
       const float* row = reinterpret_cast<const float*>(raw);
       if (format.dtype == DType::kBF16) {
-        k.bf16_to_f32(reinterpret_cast<const uint16_t*>(raw), decoded.data(), format.ValuesPerRow());
+        k.bf16_to_f32(reinterpret_cast<const uint16_t*>(raw), decoded.data(),
+                      format.ValuesPerRow());
         row = decoded.data();
       } else if (format.dtype != DType::kF32) {
         DecodeKvRow(format, raw, decoded.data());
@@ -95,7 +95,9 @@ void SplitIntoChunks(std::span<const KvSpan> spans, std::vector<std::vector<KvSp
         room = kAttentionChunkRows;
       }
       const int32_t take = std::min(room, span.n_rows);
-      chunks->back().push_back({.block = span.block, .row_begin = span.row_begin, .n_rows = take,
+      chunks->back().push_back({.block = span.block,
+                                .row_begin = span.row_begin,
+                                .n_rows = take,
                                 .score_bias = span.score_bias});
       span.row_begin += take;
       span.n_rows -= take;
@@ -137,8 +139,8 @@ void Attend(const KernelTable& k, const AttentionSpec& spec, const KvRows& rows,
   FinishPartial(spec, total, args.kv_head_begin, args.kv_head_end, out);
 }
 
-void AttendParallel(Exec& exec, const AttentionSpec& spec, const KvRows& rows, const AttendArgs& args,
-                    float* out) {
+void AttendParallel(Exec& exec, const AttentionSpec& spec, const KvRows& rows,
+                    const AttendArgs& args, float* out) {
   std::vector<std::vector<KvSpan>> chunks;
   SplitIntoChunks(args.spans, &chunks);
   const size_t floats = PartialFloats(spec);
@@ -152,7 +154,8 @@ void AttendParallel(Exec& exec, const AttentionSpec& spec, const KvRows& rows, c
   });
   const AttentionPartial total = PartialAt(spec, state, 0);
   ResetPartial(spec, total);
-  for (size_t c = 0; c < chunks.size(); ++c) MergePartial(spec, total, PartialAt(spec, state, (c + 1) * floats));
+  for (size_t c = 0; c < chunks.size(); ++c)
+    MergePartial(spec, total, PartialAt(spec, state, (c + 1) * floats));
   FinishPartial(spec, total, args.kv_head_begin, args.kv_head_end, out);
 }
 

@@ -24,8 +24,8 @@ struct AttentionSpec {
   int head_dim_qk = 0;  // absorbed MLA: kv_lora_rank + rope_dim (512 + 64 = 576)
   int head_dim_v = 0;   // absorbed MLA: kv_lora_rank; V is a prefix view of K
   bool v_aliases_k = false;
-  int window = 0;       // 0 = full causal; > 0 = the last `window` tokens (informs the cache)
-  float scale = 1.0f;   // softmax scale; MLA: mscale^2 / sqrt(nope + rope), 192-wide even absorbed
+  int window = 0;      // 0 = full causal; > 0 = the last `window` tokens (informs the cache)
+  float scale = 1.0f;  // softmax scale; MLA: mscale^2 / sqrt(nope + rope), 192-wide even absorbed
 };
 
 // Rows of one layer: row `r` of block `b` starts at base + b * block_stride + r * row_bytes.
@@ -84,7 +84,7 @@ constexpr int32_t kAttentionChunkRows = 256;
 void Attend(const KernelTable& k, const AttentionSpec& spec, const KvRows& rows,
             const AttendArgs& args, float* out);
 // The same, with the context pieces spread over the pool's threads (long-context decode).
-void AttendParallel(Exec& exec, const AttentionSpec& spec, const KvRows& rows, const AttendArgs& args,
-                    float* out);
+void AttendParallel(Exec& exec, const AttentionSpec& spec, const KvRows& rows,
+                    const AttendArgs& args, float* out);
 
 }  // namespace mlarun

@@ -2,11 +2,10 @@
 // each; a weight row is read from memory once per batch.
 #include "kernels/matmul.h"
 
-#include "kernels/quant.h"
-
 #include <algorithm>
 #include <vector>
 
+#include "kernels/quant.h"
 
 namespace mlarun {
 
@@ -77,7 +76,8 @@ void MatMulRows(Exec& exec, const WeightMatrix& w, int64_t row_begin, int64_t ro
     exec.pool.ParallelFor((n_rows + block - 1) / block, [&](int64_t item, int) {
       const int64_t begin = row_begin + item * block;
       const int64_t end = std::min(row_end, begin + block);
-      exec.k.matmul_rows_bf16(w, begin, end, x_bf16.data(), n_tokens, y + (begin - row_begin), n_rows);
+      exec.k.matmul_rows_bf16(w, begin, end, x_bf16.data(), n_tokens, y + (begin - row_begin),
+                              n_rows);
     });
     return;
   }

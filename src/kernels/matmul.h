@@ -10,9 +10,9 @@ namespace mlarun {
 
 // A read-only weight matrix as stored in the checkpoint (row-major, PyTorch Linear layout).
 struct WeightMatrix {
-  DType dtype = DType::kF32;  // kF32, kF16, kBF16, kF8E4M3, kI8 (Q8 blocks, see quant.h)
-  int64_t rows = 0;           // out_features
-  int64_t cols = 0;           // in_features
+  DType dtype = DType::kF32;   // kF32, kF16, kBF16, kF8E4M3, kI8 (Q8 blocks, see quant.h)
+  int64_t rows = 0;            // out_features
+  int64_t cols = 0;            // in_features
   const void* data = nullptr;  // [rows, cols]; kI8: [rows, Q8PaddedCols(cols)]
   // FP8: dequantisation multipliers `weight_scale_inv`
   // [ceil(rows / block_rows), ceil(cols / block_cols)]. kI8: per-row block scales, block_rows = 1,

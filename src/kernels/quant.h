@@ -16,9 +16,9 @@ constexpr int kQ8Block = 32;
 struct Q8Activations {
   int64_t n_tokens = 0;
   int64_t cols = 0;
-  int64_t padded_cols = 0;      // cols rounded up to a multiple of 64 (vector width), zero-padded
-  std::vector<int8_t> values;   // [n_tokens, padded_cols]
-  std::vector<float> scales;    // [n_tokens, padded_cols / kQ8Block]
+  int64_t padded_cols = 0;     // cols rounded up to a multiple of 64 (vector width), zero-padded
+  std::vector<int8_t> values;  // [n_tokens, padded_cols]
+  std::vector<float> scales;   // [n_tokens, padded_cols / kQ8Block]
 
   const int8_t* Row(int64_t t) const { return values.data() + t * padded_cols; }
   const float* Scales(int64_t t) const { return scales.data() + t * (padded_cols / kQ8Block); }

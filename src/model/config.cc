@@ -59,7 +59,8 @@ class FieldReader {
  private:
   int64_t IntValue(const std::string& field, const Json& v) const {
     if (v.is_number_integer()) return v.get<int64_t>();
-    if (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>()))) {
+    if (v.is_number_float() &&
+        v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>()))) {
       return static_cast<int64_t>(v.get<double>());
     }
     Fail(field, "must be an integer");
@@ -107,7 +108,8 @@ void ParseDeepseek(const FieldReader& f, const Json& json, const std::string& pa
     if (c.n_group <= 0 || c.n_routed_experts % c.n_group != 0) {
       f.Fail("n_group", "must be positive and divide n_routed_experts");
     }
-    if (c.topk_group <= 0 || c.topk_group > c.n_group) f.Fail("topk_group", "must be in [1, n_group]");
+    if (c.topk_group <= 0 || c.topk_group > c.n_group)
+      f.Fail("topk_group", "must be in [1, n_group]");
     if (c.topk_method != TopkMethod::kGreedy &&
         c.num_experts_per_tok > c.topk_group * (c.n_routed_experts / c.n_group)) {
       f.Fail("num_experts_per_tok", "exceeds the experts of topk_group groups");
@@ -156,7 +158,8 @@ void ParseQuantization(const FieldReader& f, const Json& json, const std::string
       return;
     }
     if (method != "fp8") {
-      f.Fail("quantization_config", "quant_method '" + method + "' is not supported (fp8, mlarun_q8)");
+      f.Fail("quantization_config",
+             "quant_method '" + method + "' is not supported (fp8, mlarun_q8)");
     }
     if (!q.contains("weight_block_size") || !q.at("weight_block_size").is_array() ||
         q.at("weight_block_size").size() != 2) {
@@ -171,8 +174,7 @@ void ParseQuantization(const FieldReader& f, const Json& json, const std::string
 }
 
 void ParseLlama(const FieldReader& f, ModelConfig& c) {
-  c.num_key_value_heads =
-      static_cast<int>(f.IntOr("num_key_value_heads", c.num_attention_heads));
+  c.num_key_value_heads = static_cast<int>(f.IntOr("num_key_value_heads", c.num_attention_heads));
   if (c.num_key_value_heads <= 0 || c.num_attention_heads % c.num_key_value_heads != 0) {
     f.Fail("num_key_value_heads", "must divide num_attention_heads");
   }
@@ -221,7 +223,8 @@ ModelConfig ParseModelConfig(const std::string& json_text, const std::string& pa
   for (const Known& k : kKnown) {
     if (c.architecture == k.architecture) {
       if (c.model_type != k.model_type) {
-        f.Fail("model_type", "'" + c.model_type + "' does not match architecture " + c.architecture);
+        f.Fail("model_type",
+               "'" + c.model_type + "' does not match architecture " + c.architecture);
       }
       c.family = k.family;
       known = true;

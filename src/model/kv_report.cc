@@ -71,9 +71,9 @@ std::vector<KvReportRow> BuildKvReport(const ModelConfig& c, const KvReportOptio
   const std::string dtype = DtypeOption(o.kv_dtype);
   const std::string head_dims = std::to_string(dk) + "+" + std::to_string(dv);
   const int effective_window =
-      c.sliding_window > 0 ? (o.policy.window > 0 ? std::min(o.policy.window, c.sliding_window)
-                                                  : c.sliding_window)
-                           : o.policy.window;
+      c.sliding_window > 0
+          ? (o.policy.window > 0 ? std::min(o.policy.window, c.sliding_window) : c.sliding_window)
+          : o.policy.window;
 
   // The model as configured.
   const KvRowFormat own = MakeKvLayoutFromConfig(c, o.kv_dtype).layers[0];
@@ -83,15 +83,19 @@ std::vector<KvReportRow> BuildKvReport(const ModelConfig& c, const KvReportOptio
                     .window = effective_window,
                     .bytes_per_token = BytesPerToken(c, own),
                     .rows_held = PolicyRowsHeld(o.policy, effective_window, o.context)};
-  model.attention = c.family == ArchFamily::kDeepseek
-                        ? "MLA latent " + std::to_string(c.kv_lora_rank) + "+" +
-                              std::to_string(c.qk_rope_head_dim)
-                        : "GQA " + std::to_string(c.num_key_value_heads) + " kv heads x " + head_dims;
+  model.attention =
+      c.family == ArchFamily::kDeepseek
+          ? "MLA latent " + std::to_string(c.kv_lora_rank) + "+" +
+                std::to_string(c.qk_rope_head_dim)
+          : "GQA " + std::to_string(c.num_key_value_heads) + " kv heads x " + head_dims;
   rows.push_back(model);
 
   auto per_head = [&](const std::string& name, int n_head_kv) {
-    const KvRowFormat f{.dtype = o.kv_dtype, .n_head_kv = n_head_kv, .head_dim_k = dk,
-                        .head_dim_v = dv, .quant_group = std::min(128, dk)};
+    const KvRowFormat f{.dtype = o.kv_dtype,
+                        .n_head_kv = n_head_kv,
+                        .head_dim_k = dk,
+                        .head_dim_v = dv,
+                        .quant_group = std::min(128, dk)};
     rows.push_back({.name = name,
                     .attention = std::to_string(n_head_kv) + " kv heads x " + head_dims,
                     .kv_dtype = dtype,

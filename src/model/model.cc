@@ -11,8 +11,8 @@
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 #include "model/kv_report.h"
-#include "model/quantize.h"
 #include "model/layers/layer_context.h"
+#include "model/quantize.h"
 
 namespace mlarun {
 
@@ -36,7 +36,8 @@ std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoad
     QuantizeWeightsQ8(*pool, model->config_, model->weights_);
   }
   model->PrepareDerived();
-  if (options.weights == WeightFormat::kInt8 || model->config_.q8_weights) model->QuantizeDerivedQ8();
+  if (options.weights == WeightFormat::kInt8 || model->config_.q8_weights)
+    model->QuantizeDerivedQ8();
   return model;
 }
 
@@ -62,7 +63,8 @@ void Model::PrepareDerived() {
                                static_cast<size_t>(src_row) * kv_b.cols * DTypeSize(kv_b.dtype);
           if (decode) kv_b.DecodeRow(src_row, row.data());
           for (int r = 0; r < c.kv_lora_rank; ++r) {
-            uint8_t* dst = buffer.get() + (static_cast<size_t>(r) * c.qk_nope_head_dim + n) * element;
+            uint8_t* dst =
+                buffer.get() + (static_cast<size_t>(r) * c.qk_nope_head_dim + n) * element;
             if (decode) {
               std::memcpy(dst, &row[static_cast<size_t>(r)], element);
             } else {
@@ -88,7 +90,8 @@ int64_t MatrixBytes(const WeightMatrix& m) {
   if (m.empty()) return 0;
   int64_t bytes = m.rows * m.cols * static_cast<int64_t>(DTypeSize(m.dtype));
   if (m.block_scale != nullptr) {
-    bytes += (m.rows + m.block_rows - 1) / m.block_rows * ((m.cols + m.block_cols - 1) / m.block_cols) * 4;
+    bytes += (m.rows + m.block_rows - 1) / m.block_rows *
+             ((m.cols + m.block_cols - 1) / m.block_cols) * 4;
   }
   return bytes;
 }
@@ -102,12 +105,14 @@ int64_t MlpBytes(const MlpWeights& w) {
 int64_t Model::WeightBytesPerDecodedToken() const {
   const ModelConfig& c = config_;
   int64_t bytes = MatrixBytes(weights_.lm_head) +
-                  static_cast<int64_t>(c.hidden_size) * static_cast<int64_t>(DTypeSize(weights_.embed_tokens.dtype));
+                  static_cast<int64_t>(c.hidden_size) *
+                      static_cast<int64_t>(DTypeSize(weights_.embed_tokens.dtype));
   for (size_t i = 0; i < weights_.layers.size(); ++i) {
     const LayerWeights& l = weights_.layers[i];
-    for (const WeightMatrix* m : {&l.mla.q_proj, &l.mla.q_a_proj, &l.mla.q_b_proj, &l.mla.kv_a_proj_with_mqa,
-                                  &l.mla.kv_b_proj, &l.mla.o_proj, &l.gqa.q_proj, &l.gqa.k_proj,
-                                  &l.gqa.v_proj, &l.gqa.o_proj, &l.moe.gate}) {
+    for (const WeightMatrix* m :
+         {&l.mla.q_proj, &l.mla.q_a_proj, &l.mla.q_b_proj, &l.mla.kv_a_proj_with_mqa,
+          &l.mla.kv_b_proj, &l.mla.o_proj, &l.gqa.q_proj, &l.gqa.k_proj, &l.gqa.v_proj,
+          &l.gqa.o_proj, &l.moe.gate}) {
       bytes += MatrixBytes(*m);
     }
     bytes += MlpBytes(l.mlp) + MlpBytes(l.moe.shared);
@@ -122,15 +127,21 @@ void Model::QuantizeDerivedQ8() {
       const WeightMatrix source = m;
       const int64_t stride = Q8PaddedCols(source.cols);
       auto values = std::make_unique<uint8_t[]>(static_cast<size_t>(source.rows * stride));
-      auto scales = std::make_unique<uint8_t[]>(static_cast<size_t>(source.rows * (stride / kQ8Block)) * 4);
+      auto scales =
+          std::make_unique<uint8_t[]>(static_cast<size_t>(source.rows * (stride / kQ8Block)) * 4);
       std::vector<float> row(static_cast<size_t>(source.cols));
       for (int64_t r = 0; r < source.rows; ++r) {
         source.DecodeRow(r, row.data());
         QuantizeRowQ8(row.data(), source.cols, reinterpret_cast<int8_t*>(values.get()) + r * stride,
                       reinterpret_cast<float*>(scales.get()) + r * (stride / kQ8Block));
       }
-      m = {.dtype = DType::kI8, .rows = source.rows, .cols = source.cols, .data = values.get(),
-           .block_scale = reinterpret_cast<const float*>(scales.get()), .block_rows = 1, .block_cols = kQ8Block};
+      m = {.dtype = DType::kI8,
+           .rows = source.rows,
+           .cols = source.cols,
+           .data = values.get(),
+           .block_scale = reinterpret_cast<const float*>(scales.get()),
+           .block_rows = 1,
+           .block_cols = kQ8Block};
       weights_.owned.push_back(std::move(values));
       weights_.owned.push_back(std::move(scales));
     }
@@ -142,7 +153,8 @@ KvLayout Model::MakeKvLayout(DType kv_dtype) const {
 }
 
 void WriteCacheRows(const LayerContext& ctx, const float* rows) {
-  const int n_values = ctx.cache.pool().layout().layers[static_cast<size_t>(ctx.layer)].ValuesPerRow();
+  const int n_values =
+      ctx.cache.pool().layout().layers[static_cast<size_t>(ctx.layer)].ValuesPerRow();
   for (int64_t t = 0; t < ctx.n_tokens(); ++t) {
     const BatchToken& token = ctx.batch[static_cast<size_t>(t)];
     ctx.cache.WriteRow(token.seq, ctx.layer, token.pos, rows + t * n_values);
@@ -233,7 +245,8 @@ void Model::Forward(Exec& exec, KvCache& cache, std::span<const BatchToken> batc
     } else {
       GqaAttention(ctx, lw.gqa, normed.data(), branch.data());
     }
-    for (int64_t i = 0; i < n * hidden; ++i) x[static_cast<size_t>(i)] += branch[static_cast<size_t>(i)];
+    for (int64_t i = 0; i < n * hidden; ++i)
+      x[static_cast<size_t>(i)] += branch[static_cast<size_t>(i)];
     for (int64_t t = 0; t < n; ++t) {
       RmsNorm(x.data() + t * hidden, lw.post_attention_layernorm.data(), hidden, c.rms_norm_eps,
               normed.data() + t * hidden);
@@ -248,7 +261,8 @@ void Model::Forward(Exec& exec, KvCache& cache, std::span<const BatchToken> batc
     } else {
       DenseMlp(exec, lw.mlp, normed.data(), n, branch.data());
     }
-    for (int64_t i = 0; i < n * hidden; ++i) x[static_cast<size_t>(i)] += branch[static_cast<size_t>(i)];
+    for (int64_t i = 0; i < n * hidden; ++i)
+      x[static_cast<size_t>(i)] += branch[static_cast<size_t>(i)];
   }
   for (const SequenceSlice& slice : sequences) {
     cache.Commit(slice.seq, static_cast<int64_t>(slice.token_indices.size()));

@@ -23,15 +23,15 @@ namespace mlarun {
 // continue the sequence's cache.
 struct BatchToken {
   int32_t token = 0;
-  int32_t seq = 0;   // KvCache sequence handle
-  int64_t pos = 0;   // position in the sequence
+  int32_t seq = 0;  // KvCache sequence handle
+  int64_t pos = 0;  // position in the sequence
   bool want_logits = false;
 };
 
 // How MLA attention is computed.
 enum class MlaPath {
-  kAuto,      // naive for prefill chunks (>= kNaiveMinTokens new tokens of a sequence), else absorbed
-  kNaive,     // expand the latent to per-head K/V (MHA 192/128)
+  kAuto,   // naive for prefill chunks (>= kNaiveMinTokens new tokens of a sequence), else absorbed
+  kNaive,  // expand the latent to per-head K/V (MHA 192/128)
   kAbsorbed,  // W_uk folded into q, W_uv after attention over the latent (MQA 576/512)
 };
 
@@ -60,7 +60,8 @@ struct ForwardOptions {
 class Model {
  public:
   // Loads `<dir>/config.json` and the safetensors weights (mmap). Throws Error on bad input.
-  static std::unique_ptr<Model> Load(const std::string& model_dir, const ModelLoadOptions& options = {});
+  static std::unique_ptr<Model> Load(const std::string& model_dir,
+                                     const ModelLoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }

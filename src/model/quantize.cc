@@ -16,20 +16,28 @@ namespace mlarun {
 namespace {
 
 // Allocates padded Q8 storage for a rows x cols matrix and returns the matrix view.
-WeightMatrix AllocateQ8(int64_t rows, int64_t cols, ModelWeights& weights, int8_t** values, float** scales) {
+WeightMatrix AllocateQ8(int64_t rows, int64_t cols, ModelWeights& weights, int8_t** values,
+                        float** scales) {
   const int64_t stride = Q8PaddedCols(cols);
   auto value_buffer = std::make_unique<uint8_t[]>(static_cast<size_t>(rows * stride));
-  auto scale_buffer = std::make_unique<uint8_t[]>(static_cast<size_t>(rows * (stride / kQ8Block)) * sizeof(float));
+  auto scale_buffer =
+      std::make_unique<uint8_t[]>(static_cast<size_t>(rows * (stride / kQ8Block)) * sizeof(float));
   *values = reinterpret_cast<int8_t*>(value_buffer.get());
   *scales = reinterpret_cast<float*>(scale_buffer.get());
   weights.owned.push_back(std::move(value_buffer));
   weights.owned.push_back(std::move(scale_buffer));
-  return {.dtype = DType::kI8, .rows = rows, .cols = cols, .data = *values, .block_scale = *scales,
-          .block_rows = 1, .block_cols = kQ8Block};
+  return {.dtype = DType::kI8,
+          .rows = rows,
+          .cols = cols,
+          .data = *values,
+          .block_scale = *scales,
+          .block_rows = 1,
+          .block_cols = kQ8Block};
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
@@ -41,7 +49,8 @@ bool KeepsLoadedDtype(const std::string& name) {
 void QuantizeWeightsQ8(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights) {
   std::vector<WeightMatrix*> targets;
   ForEachTensor(config, weights, [&](const TensorSlot& slot) {
-    if (slot.matrix != nullptr && !KeepsLoadedDtype(slot.name) && slot.matrix->dtype != DType::kI8) {
+    if (slot.matrix != nullptr && !KeepsLoadedDtype(slot.name) &&
+        slot.matrix->dtype != DType::kI8) {
       targets.push_back(slot.matrix);
     }
   });
@@ -56,14 +65,15 @@ void QuantizeWeightsQ8(ThreadPool& pool, const ModelConfig& config, ModelWeights
       std::vector<float> row(static_cast<size_t>(source.cols));
       for (int64_t r = item * 64; r < std::min(source.rows, (item + 1) * 64); ++r) {
         source.DecodeRow(r, row.data());
-        QuantizeRowQ8(row.data(), source.cols, values + r * stride, scales + r * (stride / kQ8Block));
+        QuantizeRowQ8(row.data(), source.cols, values + r * stride,
+                      scales + r * (stride / kQ8Block));
       }
     });
   }
 }
 
-void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t, const std::string& model_dir,
-                  WeightMatrix& m, ModelWeights& weights) {
+void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,
+                  const std::string& model_dir, WeightMatrix& m, ModelWeights& weights) {
   const std::string scale_name = t.name + "_q8_scale";
   const TensorInfo* s = archive.Find(scale_name);
   if (s == nullptr) throw Error(model_dir + ": tensor '" + scale_name + "' is missing");
@@ -71,9 +81,9 @@ void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t, const 
   const int64_t cols = t.shape[1];
   const int64_t file_blocks = (cols + kQ8Block - 1) / kQ8Block;
   if (s->dtype != DType::kF32 || s->shape != std::vector<int64_t>{rows, file_blocks}) {
-    throw Error(s->file + ": tensor '" + scale_name + "' must be F32 of shape [" + std::to_string(rows) +
-                ", " + std::to_string(file_blocks) + "], got " + std::string(DTypeName(s->dtype)) + " " +
-                s->ShapeString());
+    throw Error(s->file + ": tensor '" + scale_name + "' must be F32 of shape [" +
+                std::to_string(rows) + ", " + std::to_string(file_blocks) + "], got " +
+                std::string(DTypeName(s->dtype)) + " " + s->ShapeString());
   }
   int8_t* values = nullptr;
   float* scales = nullptr;
@@ -83,7 +93,8 @@ void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t, const 
   for (int64_t r = 0; r < rows; ++r) {
     std::memcpy(values + r * stride, t.data + r * cols, static_cast<size_t>(cols));
     std::memset(values + r * stride + cols, 0, static_cast<size_t>(stride - cols));
-    std::memcpy(scales + r * padded_blocks, s->data + r * file_blocks * 4, static_cast<size_t>(file_blocks) * 4);
+    std::memcpy(scales + r * padded_blocks, s->data + r * file_blocks * 4,
+                static_cast<size_t>(file_blocks) * 4);
     for (int64_t b = file_blocks; b < padded_blocks; ++b) scales[r * padded_blocks + b] = 0.0f;
   }
 }
@@ -100,7 +111,8 @@ void WriteQ8Model(const ModelConfig& config, const ModelWeights& loaded, const s
   WriteStringToFile(out_dir + "/config.json", cfg.dump(2) + "\n");
   for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
     if (fs::exists(src_dir + "/" + file)) {
-      fs::copy_file(src_dir + "/" + file, out_dir + "/" + file, fs::copy_options::overwrite_existing);
+      fs::copy_file(src_dir + "/" + file, out_dir + "/" + file,
+                    fs::copy_options::overwrite_existing);
     }
   }
   std::vector<TensorToWrite> tensors;
@@ -130,13 +142,15 @@ void WriteQ8Model(const ModelConfig& config, const ModelWeights& loaded, const s
       tensors.push_back(std::move(s));
       return;
     }
-    if (m.dtype == DType::kF8E4M3) throw Error("quantize: " + slot.name + " is FP8 and was not re-quantised");
+    if (m.dtype == DType::kF8E4M3)
+      throw Error("quantize: " + slot.name + " is FP8 and was not re-quantised");
     const size_t bytes = static_cast<size_t>(m.rows * m.cols) * DTypeSize(m.dtype);
     TensorToWrite t{slot.name, m.dtype, slot.shape, {}};
     t.data.assign(static_cast<const uint8_t*>(m.data), static_cast<const uint8_t*>(m.data) + bytes);
     tensors.push_back(std::move(t));
   });
-  WriteSafetensors(out_dir + "/model.safetensors", tensors, {{"format", "pt"}, {"quantized_by", "mlarun"}});
+  WriteSafetensors(out_dir + "/model.safetensors", tensors,
+                   {{"format", "pt"}, {"quantized_by", "mlarun"}});
   fs::remove(out_dir + "/model.safetensors.index.json");
 }
 

@@ -20,14 +20,14 @@ void QuantizeWeightsQ8(ThreadPool& pool, const ModelConfig& config, ModelWeights
 
 // Copies a model directory with its matrices in Q8 (config.json gets quantization_config
 // {quant_method: mlarun_q8, block_size: 32}; tokenizer files are copied).
-void WriteQ8Model(const ModelConfig& config, const ModelWeights& weights, const std::string& src_dir,
-                  const std::string& out_dir);
+void WriteQ8Model(const ModelConfig& config, const ModelWeights& weights,
+                  const std::string& src_dir, const std::string& out_dir);
 
 // Binds an I8 tensor of a Q8 checkpoint (weight + `<name>_q8_scale`) to `m`, padding rows to the
 // kernel's stride where needed. Throws Error naming the file and tensor.
 class SafetensorsArchive;
 struct TensorInfo;
-void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t, const std::string& model_dir,
-                  WeightMatrix& m, ModelWeights& weights);
+void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,
+                  const std::string& model_dir, WeightMatrix& m, ModelWeights& weights);
 
 }  // namespace mlarun

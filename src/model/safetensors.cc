@@ -55,7 +55,8 @@ SafetensorsArchive SafetensorsArchive::Open(const std::string& model_dir) {
       names_by_file[file.get<std::string>()].push_back(name);
     }
     for (const auto& [file, names] : names_by_file) {
-      if (file.find('/') != std::string::npos) throw Error(index + ": shard name '" + file + "' has a '/'");
+      if (file.find('/') != std::string::npos)
+        throw Error(index + ": shard name '" + file + "' has a '/'");
       const std::string shard = model_dir + "/" + file;
       archive.AddFile(shard);
       for (const std::string& name : names) {
@@ -76,7 +77,8 @@ SafetensorsArchive SafetensorsArchive::Open(const std::string& model_dir) {
 void SafetensorsArchive::AddFile(const std::string& path) {
   auto file = std::make_unique<MappedFile>(path);
   const size_t size = file->size();
-  if (size < 8) throw Error(path + ": truncated safetensors file (" + std::to_string(size) + " bytes)");
+  if (size < 8)
+    throw Error(path + ": truncated safetensors file (" + std::to_string(size) + " bytes)");
   uint64_t header_size = 0;
   for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | file->data()[i];
   if (header_size > kMaxHeaderBytes || header_size > size - 8) {
@@ -115,7 +117,8 @@ void SafetensorsArchive::AddFile(const std::string& path) {
     }
     uint64_t n_elements = 1;
     for (const Json& d : shape) {
-      if (!d.is_number_unsigned()) throw Error(where + ": shape entries must be non-negative integers");
+      if (!d.is_number_unsigned())
+        throw Error(where + ": shape entries must be non-negative integers");
       const uint64_t dim = d.get<uint64_t>();
       if (dim != 0 && n_elements > std::numeric_limits<uint64_t>::max() / dim) {
         throw Error(where + ": shape overflows");
@@ -188,7 +191,8 @@ void WriteSafetensorsStreaming(
     if (bytes.size() != entry[1].get<uint64_t>() - entry[0].get<uint64_t>()) {
       throw Error(path + ": tensor '" + d->name + "' filled with the wrong number of bytes");
     }
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
   }
   if (!out) throw Error(path + ": write failed");
 }
@@ -201,9 +205,9 @@ void WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>&
     decls.push_back({t.name, t.dtype, t.shape});
     by_name[t.name] = &t;
   }
-  WriteSafetensorsStreaming(path, decls, metadata, [&](const TensorDecl& d, std::vector<uint8_t>& bytes) {
-    bytes = by_name.at(d.name)->data;
-  });
+  WriteSafetensorsStreaming(
+      path, decls, metadata,
+      [&](const TensorDecl& d, std::vector<uint8_t>& bytes) { bytes = by_name.at(d.name)->data; });
 }
 
 }  // namespace mlarun

@@ -28,9 +28,10 @@ namespace {
 using Json = nlohmann::json;
 
 Json YarnScaling(double factor, int original, double mscale) {
-  return {{"type", "yarn"},          {"factor", factor},    {"original_max_position_embeddings", original},
-          {"beta_fast", 32},         {"beta_slow", 1},      {"mscale", mscale},
-          {"mscale_all_dim", mscale}};
+  return {
+      {"type", "yarn"},          {"factor", factor}, {"original_max_position_embeddings", original},
+      {"beta_fast", 32},         {"beta_slow", 1},   {"mscale", mscale},
+      {"mscale_all_dim", mscale}};
 }
 
 Json TinyDeepseekBase() {
@@ -252,7 +253,8 @@ void QuantizeFp8(const std::vector<float>& w, int64_t rows, int64_t cols, std::v
       scale_inv[static_cast<size_t>(br * block_cols + bc)] = scale;
       for (int64_t r = br * kFp8Block; r < r_end; ++r) {
         for (int64_t c = bc * kFp8Block; c < c_end; ++c) {
-          q[static_cast<size_t>(r * cols + c)] = F32ToF8E4M3(w[static_cast<size_t>(r * cols + c)] / scale);
+          q[static_cast<size_t>(r * cols + c)] =
+              F32ToF8E4M3(w[static_cast<size_t>(r * cols + c)] / scale);
         }
       }
     }
@@ -265,7 +267,9 @@ const std::vector<std::string> kSpecialTokens = {"<｜begin▁of▁sentence｜>"
 // Presets with at most this many tokens get a trained tokenizer (bench-v2-lite's 102,400 do not).
 constexpr int64_t kMaxTokenizerVocab = 4096;
 
-bool HasTokenizer(const Json& config) { return config.at("vocab_size").get<int64_t>() <= kMaxTokenizerVocab; }
+bool HasTokenizer(const Json& config) {
+  return config.at("vocab_size").get<int64_t>() <= kMaxTokenizerVocab;
+}
 
 }  // namespace
 
@@ -303,7 +307,8 @@ void WriteSyntheticModel(const SyntheticModelOptions& options, const std::string
   WriteStringToFile(out_dir + "/config.json", config_text);
   if (config.vocab_size <= kMaxTokenizerVocab) {
     WriteStringToFile(out_dir + "/tokenizer.json",
-                      TrainByteLevelBpeJson(kTokenizerCorpus, static_cast<int>(config.vocab_size), kSpecialTokens));
+                      TrainByteLevelBpeJson(kTokenizerCorpus, static_cast<int>(config.vocab_size),
+                                            kSpecialTokens));
     WriteStringToFile(out_dir + "/tokenizer_config.json",
                       MakeTokenizerConfigJson(kSpecialTokens[0], kSpecialTokens[1]));
   }

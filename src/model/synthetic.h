@@ -14,8 +14,8 @@ struct SyntheticModelOptions {
   std::string preset;         // see SyntheticPresetNames()
   DType dtype = DType::kF32;  // kF32, kBF16, kF16 or kF8E4M3 (linear layers; others bf16)
   uint64_t seed = 1;
-  int layers = 0;                 // 0: the preset's default
-  uint64_t max_shard_bytes = 0;   // > 0: split into model-0000x-of-0000y.safetensors + index
+  int layers = 0;                // 0: the preset's default
+  uint64_t max_shard_bytes = 0;  // > 0: split into model-0000x-of-0000y.safetensors + index
 };
 
 // Names of the available presets.

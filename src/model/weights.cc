@@ -13,11 +13,17 @@ namespace {
 
 void VisitMlp(const std::string& prefix, int64_t hidden, int64_t intermediate, MlpWeights& mlp,
               const std::function<void(const TensorSlot&)>& fn) {
-  fn({.name = prefix + "gate_proj.weight", .shape = {intermediate, hidden}, .matrix = &mlp.gate_proj,
+  fn({.name = prefix + "gate_proj.weight",
+      .shape = {intermediate, hidden},
+      .matrix = &mlp.gate_proj,
       .quantizable = true});
-  fn({.name = prefix + "up_proj.weight", .shape = {intermediate, hidden}, .matrix = &mlp.up_proj,
+  fn({.name = prefix + "up_proj.weight",
+      .shape = {intermediate, hidden},
+      .matrix = &mlp.up_proj,
       .quantizable = true});
-  fn({.name = prefix + "down_proj.weight", .shape = {hidden, intermediate}, .matrix = &mlp.down_proj,
+  fn({.name = prefix + "down_proj.weight",
+      .shape = {hidden, intermediate},
+      .matrix = &mlp.down_proj,
       .quantizable = true});
 }
 
@@ -26,13 +32,19 @@ void VisitMla(const ModelConfig& c, const std::string& p, MlaWeights& w,
   const int64_t hidden = c.hidden_size;
   const int64_t q_out = static_cast<int64_t>(c.num_attention_heads) * c.QkHeadDim();
   if (c.q_lora_rank > 0) {
-    fn({.name = p + "q_a_proj.weight", .shape = {c.q_lora_rank, hidden}, .matrix = &w.q_a_proj,
+    fn({.name = p + "q_a_proj.weight",
+        .shape = {c.q_lora_rank, hidden},
+        .matrix = &w.q_a_proj,
         .quantizable = true});
     fn({.name = p + "q_a_layernorm.weight", .shape = {c.q_lora_rank}, .vector = &w.q_a_layernorm});
-    fn({.name = p + "q_b_proj.weight", .shape = {q_out, c.q_lora_rank}, .matrix = &w.q_b_proj,
+    fn({.name = p + "q_b_proj.weight",
+        .shape = {q_out, c.q_lora_rank},
+        .matrix = &w.q_b_proj,
         .quantizable = true});
   } else {
-    fn({.name = p + "q_proj.weight", .shape = {q_out, hidden}, .matrix = &w.q_proj,
+    fn({.name = p + "q_proj.weight",
+        .shape = {q_out, hidden},
+        .matrix = &w.q_proj,
         .quantizable = true});
   }
   fn({.name = p + "kv_a_proj_with_mqa.weight",
@@ -56,10 +68,22 @@ void VisitGqa(const ModelConfig& c, const std::string& p, GqaWeights& w,
   const int64_t hidden = c.hidden_size;
   const int64_t q_out = static_cast<int64_t>(c.num_attention_heads) * c.head_dim;
   const int64_t kv_out = static_cast<int64_t>(c.num_key_value_heads) * c.head_dim;
-  fn({.name = p + "q_proj.weight", .shape = {q_out, hidden}, .matrix = &w.q_proj, .quantizable = true});
-  fn({.name = p + "k_proj.weight", .shape = {kv_out, hidden}, .matrix = &w.k_proj, .quantizable = true});
-  fn({.name = p + "v_proj.weight", .shape = {kv_out, hidden}, .matrix = &w.v_proj, .quantizable = true});
-  fn({.name = p + "o_proj.weight", .shape = {hidden, q_out}, .matrix = &w.o_proj, .quantizable = true});
+  fn({.name = p + "q_proj.weight",
+      .shape = {q_out, hidden},
+      .matrix = &w.q_proj,
+      .quantizable = true});
+  fn({.name = p + "k_proj.weight",
+      .shape = {kv_out, hidden},
+      .matrix = &w.k_proj,
+      .quantizable = true});
+  fn({.name = p + "v_proj.weight",
+      .shape = {kv_out, hidden},
+      .matrix = &w.v_proj,
+      .quantizable = true});
+  fn({.name = p + "o_proj.weight",
+      .shape = {hidden, q_out},
+      .matrix = &w.o_proj,
+      .quantizable = true});
   if (c.attention_bias) {
     fn({.name = p + "q_proj.bias", .shape = {q_out}, .vector = &w.q_bias});
     fn({.name = p + "k_proj.bias", .shape = {kv_out}, .vector = &w.k_bias});
@@ -95,7 +119,9 @@ void ConvertToF32(const TensorInfo& t, float* out) {
 void ForEachTensor(const ModelConfig& c, ModelWeights& w,
                    const std::function<void(const TensorSlot&)>& fn) {
   const int64_t hidden = c.hidden_size;
-  fn({.name = "model.embed_tokens.weight", .shape = {c.vocab_size, hidden}, .matrix = &w.embed_tokens});
+  fn({.name = "model.embed_tokens.weight",
+      .shape = {c.vocab_size, hidden},
+      .matrix = &w.embed_tokens});
   w.layers.resize(static_cast<size_t>(c.num_hidden_layers));
   for (int i = 0; i < c.num_hidden_layers; ++i) {
     LayerWeights& layer = w.layers[static_cast<size_t>(i)];
@@ -106,13 +132,16 @@ void ForEachTensor(const ModelConfig& c, ModelWeights& w,
     } else {
       VisitGqa(c, p + "self_attn.", layer.gqa, fn);
     }
-    fn({.name = p + "post_attention_layernorm.weight", .shape = {hidden},
+    fn({.name = p + "post_attention_layernorm.weight",
+        .shape = {hidden},
         .vector = &layer.post_attention_layernorm});
     if (c.family == ArchFamily::kDeepseek && c.IsMoeLayer(i)) {
-      fn({.name = p + "mlp.gate.weight", .shape = {c.n_routed_experts, hidden},
+      fn({.name = p + "mlp.gate.weight",
+          .shape = {c.n_routed_experts, hidden},
           .matrix = &layer.moe.gate});
       if (c.topk_method == TopkMethod::kNoauxTc) {
-        fn({.name = p + "mlp.gate.e_score_correction_bias", .shape = {c.n_routed_experts},
+        fn({.name = p + "mlp.gate.e_score_correction_bias",
+            .shape = {c.n_routed_experts},
             .vector = &layer.moe.e_score_correction_bias});
       }
       layer.moe.experts.resize(static_cast<size_t>(c.n_routed_experts));
@@ -131,7 +160,9 @@ void ForEachTensor(const ModelConfig& c, ModelWeights& w,
   }
   fn({.name = "model.norm.weight", .shape = {hidden}, .vector = &w.norm});
   if (!c.tie_word_embeddings) {
-    fn({.name = "lm_head.weight", .shape = {c.vocab_size, hidden}, .matrix = &w.lm_head,
+    fn({.name = "lm_head.weight",
+        .shape = {c.vocab_size, hidden},
+        .matrix = &w.lm_head,
         .quantizable = false});
   }
 }
@@ -153,20 +184,25 @@ void LoadWeights(const ModelConfig& config, const SafetensorsArchive& archive,
     if (t->shape != slot.shape) {
       TensorInfo expected;
       expected.shape = slot.shape;
-      throw Error(where + " has shape " + t->ShapeString() + ", expected " + expected.ShapeString());
+      throw Error(where + " has shape " + t->ShapeString() + ", expected " +
+                  expected.ShapeString());
     }
     if (t->dtype == DType::kI8 && slot.matrix != nullptr) {
       if (!config.q8_weights) {
-        throw Error(where + " is I8 but config.json has no quantization_config with quant_method mlarun_q8");
+        throw Error(
+            where +
+            " is I8 but config.json has no quantization_config with quant_method mlarun_q8");
       }
       BindQ8Tensor(archive, *t, model_dir, *slot.matrix, weights);
       return;
     }
     const bool is_float = t->dtype == DType::kF32 || t->dtype == DType::kBF16 ||
                           t->dtype == DType::kF16 || t->dtype == DType::kF8E4M3;
-    if (!is_float) throw Error(where + " has unsupported dtype " + std::string(DTypeName(t->dtype)));
+    if (!is_float)
+      throw Error(where + " has unsupported dtype " + std::string(DTypeName(t->dtype)));
     if (slot.vector != nullptr) {
-      if (t->dtype == DType::kF8E4M3) throw Error(where + ": F8_E4M3 is only supported for matrices");
+      if (t->dtype == DType::kF8E4M3)
+        throw Error(where + ": F8_E4M3 is only supported for matrices");
       slot.vector->values.resize(static_cast<size_t>(t->NumElements()));
       ConvertToF32(*t, slot.vector->values.data());
       return;

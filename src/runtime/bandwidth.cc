@@ -28,7 +28,8 @@ double MeasureReadBandwidth(Exec& exec, size_t bytes, int repeats) {
       }
       sums[static_cast<size_t>(thread)] += acc;
     });
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     best = std::max(best, static_cast<double>(n) * sizeof(float) / seconds / 1e9);
   }
   volatile double sink = 0.0;

@@ -18,8 +18,9 @@ void ReserveOrThrow(KvCache& cache, int32_t seq, int64_t n_tokens) {
   if (!cache.Reserve(seq, n_tokens)) {
     const BlockPoolStats st = cache.pool().stats();
     throw Error("--kv-budget: the KV cache is full (" + std::to_string(st.blocks_in_use) + " of " +
-                std::to_string(st.blocks_total) + " blocks of " + std::to_string(st.bytes_per_block) +
-                " bytes in use) at " + std::to_string(cache.Length(seq)) +
+                std::to_string(st.blocks_total) + " blocks of " +
+                std::to_string(st.bytes_per_block) + " bytes in use) at " +
+                std::to_string(cache.Length(seq)) +
                 " tokens; raise --kv-budget or use a bounded --kv-policy");
   }
 }
@@ -42,7 +43,8 @@ std::vector<float> Prefill(const Model& model, Exec& exec, KvCache& cache, int32
                        .want_logits = i == n - 1});
     }
     ReserveOrThrow(cache, seq, end - begin);
-    model.Forward(exec, cache, batch, {.mla_path = options.mla_path, .expert_stats = options.expert_stats},
+    model.Forward(exec, cache, batch,
+                  {.mla_path = options.mla_path, .expert_stats = options.expert_stats},
                   logits.data());
     if (options.on_prefill_progress) options.on_prefill_progress(end, n);
   }
@@ -79,9 +81,11 @@ GenerateResult Generate(const Model& model, Exec& exec, KvCache& cache, int32_t 
     }
     if (i + 1 == options.max_new_tokens) break;
     ReserveOrThrow(cache, seq, 1);
-    const BatchToken next{.token = token, .seq = seq, .pos = cache.Length(seq), .want_logits = true};
+    const BatchToken next{
+        .token = token, .seq = seq, .pos = cache.Length(seq), .want_logits = true};
     model.Forward(exec, cache, std::span<const BatchToken>(&next, 1),
-                  {.mla_path = options.mla_path, .expert_stats = options.expert_stats}, logits.data());
+                  {.mla_path = options.mla_path, .expert_stats = options.expert_stats},
+                  logits.data());
   }
   result.decode_seconds = SecondsSince(start);
   return result;

@@ -20,7 +20,7 @@ struct GenerateOptions {
   SamplerOptions sampling;
   int prefill_chunk = 512;  // tokens per prefill forward pass (bounds activation memory)
   MlaPath mla_path = MlaPath::kAuto;
-  std::vector<int32_t> stop_ids;       // EOS and other stop tokens
+  std::vector<int32_t> stop_ids;        // EOS and other stop tokens
   ExpertStats* expert_stats = nullptr;  // accumulated when set
   // Called after every generated token; return false to stop early.
   std::function<bool(int32_t token)> on_token;

@@ -23,7 +23,8 @@ int32_t Sampler::Sample(std::span<float> logits, std::span<const int32_t> histor
     }
     for (const auto& [token, count] : counts) {
       float& l = logits[static_cast<size_t>(token)];
-      if (o.repetition_penalty != 1.0f) l = l > 0 ? l / o.repetition_penalty : l * o.repetition_penalty;
+      if (o.repetition_penalty != 1.0f)
+        l = l > 0 ? l / o.repetition_penalty : l * o.repetition_penalty;
       l -= o.presence_penalty + o.frequency_penalty * static_cast<float>(count);
     }
   }

@@ -10,10 +10,10 @@
 namespace mlarun {
 
 struct SamplerOptions {
-  float temperature = 0.0f;  // <= 0: greedy (argmax)
-  int top_k = 0;             // 0: off
-  float top_p = 1.0f;        // 1: off
-  float min_p = 0.0f;        // 0: off; keeps tokens with p >= min_p * p_max
+  float temperature = 0.0f;         // <= 0: greedy (argmax)
+  int top_k = 0;                    // 0: off
+  float top_p = 1.0f;               // 1: off
+  float min_p = 0.0f;               // 0: off; keeps tokens with p >= min_p * p_max
   float repetition_penalty = 1.0f;  // CTRL (Keskar et al. 2019): logit / p if > 0 else logit * p
   float presence_penalty = 0.0f;    // OpenAI: logit -= presence * [count > 0]
   float frequency_penalty = 0.0f;   // OpenAI: logit -= frequency * count

@@ -28,7 +28,7 @@ class TextStream {
 
   StreamDecoder decoder_;
   std::vector<std::string> stop_strings_;
-  std::string held_;     // decoded text not yet emitted (could start a stop string)
+  std::string held_;  // decoded text not yet emitted (could start a stop string)
   std::string emitted_;
   bool stopped_ = false;
 };

@@ -32,8 +32,8 @@ TEST(DtypeTest, F16KnownValues) {
 }
 
 TEST(DtypeTest, Fp8E4M3KnownValuesAndRoundTrip) {
-  EXPECT_EQ(F8E4M3ToF32(0x38), 1.0f);               // exponent 7, mantissa 0
-  EXPECT_EQ(F8E4M3ToF32(0x7e), 448.0f);             // largest finite
+  EXPECT_EQ(F8E4M3ToF32(0x38), 1.0f);                  // exponent 7, mantissa 0
+  EXPECT_EQ(F8E4M3ToF32(0x7e), 448.0f);                // largest finite
   EXPECT_EQ(F8E4M3ToF32(0x01), std::ldexp(1.0f, -9));  // smallest subnormal
   EXPECT_EQ(F8E4M3ToF32(0xb8), -1.0f);
   EXPECT_TRUE(std::isnan(F8E4M3ToF32(0x7f)));

@@ -106,11 +106,22 @@ TEST_P(AttentionTest, MatchesDirectSoftmaxOverPagedSpans) {
 
 INSTANTIATE_TEST_SUITE_P(
     Specs, AttentionTest,
-    ::testing::Values(Case{"mha", {.n_head_q = 8, .n_head_kv = 8, .head_dim_qk = 16, .head_dim_v = 16, .scale = 0.25f}},
-                      Case{"gqa", {.n_head_q = 8, .n_head_kv = 2, .head_dim_qk = 16, .head_dim_v = 16, .scale = 0.25f}},
-                      Case{"mqa", {.n_head_q = 8, .n_head_kv = 1, .head_dim_qk = 16, .head_dim_v = 16, .scale = 0.25f}},
-                      Case{"mla_absorbed", {.n_head_q = 4, .n_head_kv = 1, .head_dim_qk = 40, .head_dim_v = 32, .v_aliases_k = true, .scale = 0.2f}},
-                      Case{"mla_naive", {.n_head_q = 4, .n_head_kv = 4, .head_dim_qk = 24, .head_dim_v = 16, .scale = 0.2f}}),
+    ::testing::Values(
+        Case{"mha",
+             {.n_head_q = 8, .n_head_kv = 8, .head_dim_qk = 16, .head_dim_v = 16, .scale = 0.25f}},
+        Case{"gqa",
+             {.n_head_q = 8, .n_head_kv = 2, .head_dim_qk = 16, .head_dim_v = 16, .scale = 0.25f}},
+        Case{"mqa",
+             {.n_head_q = 8, .n_head_kv = 1, .head_dim_qk = 16, .head_dim_v = 16, .scale = 0.25f}},
+        Case{"mla_absorbed",
+             {.n_head_q = 4,
+              .n_head_kv = 1,
+              .head_dim_qk = 40,
+              .head_dim_v = 32,
+              .v_aliases_k = true,
+              .scale = 0.2f}},
+        Case{"mla_naive",
+             {.n_head_q = 4, .n_head_kv = 4, .head_dim_qk = 24, .head_dim_v = 16, .scale = 0.2f}}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 TEST(AttentionInvariantTest, GqaEqualsMhaWithRepeatedKvHeads) {
@@ -126,8 +137,10 @@ TEST(AttentionInvariantTest, GqaEqualsMhaWithRepeatedKvHeads) {
   for (int r = 0; r < n_rows; ++r) {
     for (int h = 0; h < 4; ++h) {
       for (int d = 0; d < hd; ++d) {
-        mha_rows[static_cast<size_t>(r * 64 + h * hd + d)] = gqa_rows[static_cast<size_t>(r * 32 + (h / 2) * hd + d)];
-        mha_rows[static_cast<size_t>(r * 64 + 32 + h * hd + d)] = gqa_rows[static_cast<size_t>(r * 32 + 16 + (h / 2) * hd + d)];
+        mha_rows[static_cast<size_t>(r * 64 + h * hd + d)] =
+            gqa_rows[static_cast<size_t>(r * 32 + (h / 2) * hd + d)];
+        mha_rows[static_cast<size_t>(r * 64 + 32 + h * hd + d)] =
+            gqa_rows[static_cast<size_t>(r * 32 + 16 + (h / 2) * hd + d)];
       }
     }
   }
@@ -135,22 +148,31 @@ TEST(AttentionInvariantTest, GqaEqualsMhaWithRepeatedKvHeads) {
   for (float& v : q) v = rng.NextSymmetric();
   const std::vector<KvSpan> spans = {{.block = 0, .row_begin = 0, .n_rows = n_rows}};
   std::vector<float> out_gqa(4 * hd), out_mha(4 * hd);
-  Attend(K(), {.n_head_q = 4, .n_head_kv = 2, .head_dim_qk = hd, .head_dim_v = hd, .scale = 0.3f},
-         {.base = reinterpret_cast<const uint8_t*>(gqa_rows.data()), .block_stride = 0, .format = gqa},
-         {.q = q.data(), .spans = spans}, out_gqa.data());
-  Attend(K(), {.n_head_q = 4, .n_head_kv = 4, .head_dim_qk = hd, .head_dim_v = hd, .scale = 0.3f},
-         {.base = reinterpret_cast<const uint8_t*>(mha_rows.data()), .block_stride = 0, .format = mha},
-         {.q = q.data(), .spans = spans}, out_mha.data());
+  Attend(
+      K(), {.n_head_q = 4, .n_head_kv = 2, .head_dim_qk = hd, .head_dim_v = hd, .scale = 0.3f},
+      {.base = reinterpret_cast<const uint8_t*>(gqa_rows.data()), .block_stride = 0, .format = gqa},
+      {.q = q.data(), .spans = spans}, out_gqa.data());
+  Attend(
+      K(), {.n_head_q = 4, .n_head_kv = 4, .head_dim_qk = hd, .head_dim_v = hd, .scale = 0.3f},
+      {.base = reinterpret_cast<const uint8_t*>(mha_rows.data()), .block_stride = 0, .format = mha},
+      {.q = q.data(), .spans = spans}, out_mha.data());
   EXPECT_EQ(out_gqa, out_mha);
 }
 
 TEST(AttentionInvariantTest, LongContextsSplitIntoChunksGiveTheSameResultOnAnyThreadCount) {
   // 1000 rows: four 256-row pieces merged in order; AttendParallel == Attend bitwise, and both
   // match one unsplit pass closely.
-  const KvRowFormat f{.dtype = DType::kBF16, .n_head_kv = 1, .head_dim_k = 40, .head_dim_v = 32,
+  const KvRowFormat f{.dtype = DType::kBF16,
+                      .n_head_kv = 1,
+                      .head_dim_k = 40,
+                      .head_dim_v = 32,
                       .v_aliases_k = true};
-  const AttentionSpec spec{.n_head_q = 4, .n_head_kv = 1, .head_dim_qk = 40, .head_dim_v = 32,
-                           .v_aliases_k = true, .scale = 0.3f};
+  const AttentionSpec spec{.n_head_q = 4,
+                           .n_head_kv = 1,
+                           .head_dim_qk = 40,
+                           .head_dim_v = 32,
+                           .v_aliases_k = true,
+                           .scale = 0.3f};
   const int n_rows = 1000;
   Rng rng(21);
   std::vector<uint8_t> storage(static_cast<size_t>(n_rows) * f.RowBytes());
@@ -163,7 +185,9 @@ TEST(AttentionInvariantTest, LongContextsSplitIntoChunksGiveTheSameResultOnAnyTh
   for (float& v : q) v = 2.0f * rng.NextSymmetric();
   const KvRows rows{.base = storage.data(), .block_stride = 100 * f.RowBytes(), .format = f};
   std::vector<KvSpan> spans;
-  for (int b = 0; b < 10; ++b) spans.push_back({.block = b, .row_begin = 0, .n_rows = 100, .score_bias = b == 3 ? 0.7f : 0.0f});
+  for (int b = 0; b < 10; ++b)
+    spans.push_back(
+        {.block = b, .row_begin = 0, .n_rows = 100, .score_bias = b == 3 ? 0.7f : 0.0f});
   std::vector<float> serial(4 * 32), parallel(4 * 32), unsplit(4 * 32);
   Attend(K(), spec, rows, {.q = q.data(), .spans = spans}, serial.data());
   for (int threads : {1, 2, 3}) {

@@ -12,7 +12,11 @@ namespace mlarun {
 namespace {
 
 KvRowFormat MlaRow(DType dtype) {
-  return {.dtype = dtype, .n_head_kv = 1, .head_dim_k = 576, .head_dim_v = 512, .v_aliases_k = true,
+  return {.dtype = dtype,
+          .n_head_kv = 1,
+          .head_dim_k = 576,
+          .head_dim_v = 512,
+          .v_aliases_k = true,
           .rope_tail_dim = 64};
 }
 
@@ -21,7 +25,8 @@ TEST(KvRowTest, RowBytesMatchFormulas) {
   EXPECT_EQ(MlaRow(DType::kF32).RowBytes(), 2304u);
   // int8: 512 values + 4 fp32 scales + 64 bf16 RoPE values = FlashMLA's 656 bytes.
   EXPECT_EQ(MlaRow(DType::kI8).RowBytes(), 656u);
-  const KvRowFormat mha{.dtype = DType::kBF16, .n_head_kv = 16, .head_dim_k = 192, .head_dim_v = 128};
+  const KvRowFormat mha{
+      .dtype = DType::kBF16, .n_head_kv = 16, .head_dim_k = 192, .head_dim_v = 128};
   EXPECT_EQ(mha.RowBytes(), 16u * (192 + 128) * 2);
 }
 
@@ -36,13 +41,16 @@ TEST(KvRowTest, Int8KeepsRopeTailInBf16AndBoundsError) {
   DecodeKvRow(f, row.data(), decoded.data());
   for (int g = 0; g < 4; ++g) {
     float max_abs = 0;
-    for (int i = g * 128; i < (g + 1) * 128; ++i) max_abs = std::max(max_abs, std::fabs(values[static_cast<size_t>(i)]));
+    for (int i = g * 128; i < (g + 1) * 128; ++i)
+      max_abs = std::max(max_abs, std::fabs(values[static_cast<size_t>(i)]));
     for (int i = g * 128; i < (g + 1) * 128; ++i) {
-      EXPECT_LE(std::fabs(decoded[static_cast<size_t>(i)] - values[static_cast<size_t>(i)]), max_abs / 127.0f * 0.5f + 1e-6f);
+      EXPECT_LE(std::fabs(decoded[static_cast<size_t>(i)] - values[static_cast<size_t>(i)]),
+                max_abs / 127.0f * 0.5f + 1e-6f);
     }
   }
   for (int i = 512; i < 576; ++i) {
-    EXPECT_EQ(decoded[static_cast<size_t>(i)], BF16ToF32(F32ToBF16(values[static_cast<size_t>(i)])));
+    EXPECT_EQ(decoded[static_cast<size_t>(i)],
+              BF16ToF32(F32ToBF16(values[static_cast<size_t>(i)])));
   }
 }
 

@@ -24,15 +24,21 @@ TEST(MatMulTest, AllDtypesMatchDecodedProduct) {
     f16[i] = F32ToF16(w[i]);
     fp8[i] = F32ToF8E4M3(w[i] * 100.0f);
   }
-  const std::vector<float> scales = {0.01f, 0.02f, 0.03f, 0.04f};  // [ceil(37 / 32), ceil(150 / 128)] = [2, 2] blocks
+  const std::vector<float> scales = {0.01f, 0.02f, 0.03f,
+                                     0.04f};  // [ceil(37 / 32), ceil(150 / 128)] = [2, 2] blocks
   ThreadPool pool(2);
   Exec exec{pool, GetKernelTable(Isa::kScalar)};
   const WeightMatrix mats[] = {
       {.dtype = DType::kF32, .rows = rows, .cols = cols, .data = w.data()},
       {.dtype = DType::kBF16, .rows = rows, .cols = cols, .data = bf16.data()},
       {.dtype = DType::kF16, .rows = rows, .cols = cols, .data = f16.data()},
-      {.dtype = DType::kF8E4M3, .rows = rows, .cols = cols, .data = fp8.data(), .block_scale = scales.data(),
-       .block_rows = 32, .block_cols = 128},
+      {.dtype = DType::kF8E4M3,
+       .rows = rows,
+       .cols = cols,
+       .data = fp8.data(),
+       .block_scale = scales.data(),
+       .block_rows = 32,
+       .block_cols = 128},
   };
   for (const WeightMatrix& m : mats) {
     std::vector<float> y(static_cast<size_t>(n * rows));
@@ -46,7 +52,9 @@ TEST(MatMulTest, AllDtypesMatchDecodedProduct) {
       }
       for (int64_t t = 0; t < n; ++t) {
         double expected = 0;
-        for (int64_t c = 0; c < cols; ++c) expected += static_cast<double>(row[static_cast<size_t>(c)]) * x[static_cast<size_t>(t * cols + c)];
+        for (int64_t c = 0; c < cols; ++c)
+          expected += static_cast<double>(row[static_cast<size_t>(c)]) *
+                      x[static_cast<size_t>(t * cols + c)];
         EXPECT_NEAR(y[static_cast<size_t>(t * rows + r)], expected, 1e-4) << DTypeName(m.dtype);
       }
     }

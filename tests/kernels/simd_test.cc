@@ -44,8 +44,13 @@ TEST_P(SimdTest, MatMulMatchesScalarForEveryDtypeAndBatchSize) {
         {.dtype = DType::kF32, .rows = rows, .cols = cols, .data = w.data()},
         {.dtype = DType::kBF16, .rows = rows, .cols = cols, .data = bf16.data()},
         {.dtype = DType::kF16, .rows = rows, .cols = cols, .data = f16.data()},
-        {.dtype = DType::kF8E4M3, .rows = rows, .cols = cols, .data = fp8.data(),
-         .block_scale = scales.data(), .block_rows = 32, .block_cols = 64},
+        {.dtype = DType::kF8E4M3,
+         .rows = rows,
+         .cols = cols,
+         .data = fp8.data(),
+         .block_scale = scales.data(),
+         .block_rows = 32,
+         .block_cols = 64},
     };
     const int64_t max_tokens = 13;  // crosses the fused-conversion threshold
     const std::vector<float> x = Random(static_cast<size_t>(max_tokens * cols), 2);
@@ -80,10 +85,16 @@ TEST_P(SimdTest, Q8MatMulMatchesScalarAndIsBatchInvariant) {
     std::vector<int8_t> q(static_cast<size_t>(rows * stride));
     std::vector<float> scales(static_cast<size_t>(rows * (stride / kQ8Block)));
     for (int64_t r = 0; r < rows; ++r) {
-      QuantizeRowQ8(w.data() + r * cols, cols, q.data() + r * stride, scales.data() + r * (stride / kQ8Block));
+      QuantizeRowQ8(w.data() + r * cols, cols, q.data() + r * stride,
+                    scales.data() + r * (stride / kQ8Block));
     }
-    const WeightMatrix m{.dtype = DType::kI8, .rows = rows, .cols = cols, .data = q.data(),
-                         .block_scale = scales.data(), .block_rows = 1, .block_cols = kQ8Block};
+    const WeightMatrix m{.dtype = DType::kI8,
+                         .rows = rows,
+                         .cols = cols,
+                         .data = q.data(),
+                         .block_scale = scales.data(),
+                         .block_rows = 1,
+                         .block_cols = kQ8Block};
     const int64_t n = 9;
     const std::vector<float> x = Random(static_cast<size_t>(n * cols), 8);
     Q8Activations acts;
@@ -91,11 +102,13 @@ TEST_P(SimdTest, Q8MatMulMatchesScalarAndIsBatchInvariant) {
     std::vector<float> expected(static_cast<size_t>(n * rows)), got(expected.size());
     scalar().matmul_rows_q8(m, 0, rows, acts, expected.data(), rows);
     simd().matmul_rows_q8(m, 0, rows, acts, got.data(), rows);
-    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-5 * cols) << cols << " " << i;
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], expected[i], 1e-5 * cols) << cols << " " << i;
     // The quantised product is close to the float product (int8 error, measured ~1% of |y|).
     std::vector<float> exact(expected.size());
-    scalar().matmul_rows(WeightMatrix{.dtype = DType::kF32, .rows = rows, .cols = cols, .data = w.data()}, 0,
-                         rows, x.data(), n, exact.data(), rows);
+    scalar().matmul_rows(
+        WeightMatrix{.dtype = DType::kF32, .rows = rows, .cols = cols, .data = w.data()}, 0, rows,
+        x.data(), n, exact.data(), rows);
     double err = 0, norm = 0;
     for (size_t i = 0; i < got.size(); ++i) {
       err += (got[i] - exact[i]) * (got[i] - exact[i]);
@@ -108,7 +121,8 @@ TEST_P(SimdTest, Q8MatMulMatchesScalarAndIsBatchInvariant) {
       std::vector<float> alone(static_cast<size_t>(rows));
       simd().matmul_rows_q8(m, 0, rows, one, alone.data(), rows);
       for (int64_t r = 0; r < rows; ++r) {
-        ASSERT_EQ(alone[static_cast<size_t>(r)], got[static_cast<size_t>(t * rows + r)]) << "token " << t;
+        ASSERT_EQ(alone[static_cast<size_t>(r)], got[static_cast<size_t>(t * rows + r)])
+            << "token " << t;
       }
     }
   }
@@ -131,28 +145,34 @@ TEST_P(SimdTest, Bf16ActivationMatMulMatchesRoundedScalarAndIsBatchInvariant) {
     std::vector<float> expected(static_cast<size_t>(n * rows)), got(expected.size());
     scalar().matmul_rows(m, 0, rows, x_rounded.data(), n, expected.data(), rows);
     simd().matmul_rows_bf16(m, 0, rows, xb.data(), n, got.data(), rows);
-    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-4 * std::sqrt(cols)) << cols;
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], expected[i], 1e-4 * std::sqrt(cols)) << cols;
     for (int64_t t = 0; t < n; ++t) {
       std::vector<float> alone(static_cast<size_t>(rows));
       simd().matmul_rows_bf16(m, 0, rows, xb.data() + t * cols, 1, alone.data(), rows);
-      for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(alone[static_cast<size_t>(r)], got[static_cast<size_t>(t * rows + r)]);
+      for (int64_t r = 0; r < rows; ++r)
+        ASSERT_EQ(alone[static_cast<size_t>(r)], got[static_cast<size_t>(t * rows + r)]);
     }
   }
 }
 
 TEST_P(SimdTest, VectorOpsMatchScalar) {
   for (int64_t n : {1, 7, 16, 33, 576}) {
-    const std::vector<float> a = Random(static_cast<size_t>(n), 3), b = Random(static_cast<size_t>(n), 4);
+    const std::vector<float> a = Random(static_cast<size_t>(n), 3),
+                             b = Random(static_cast<size_t>(n), 4);
     EXPECT_NEAR(simd().dot(a.data(), b.data(), n), scalar().dot(a.data(), b.data(), n), 1e-5 * n);
     std::vector<float> y1 = b, y2 = b;
     simd().axpy(0.7f, a.data(), y1.data(), n);
     scalar().axpy(0.7f, a.data(), y2.data(), n);
-    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(y1[static_cast<size_t>(i)], y2[static_cast<size_t>(i)], 1e-6);
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_NEAR(y1[static_cast<size_t>(i)], y2[static_cast<size_t>(i)], 1e-6);
     simd().scale(1.5f, y1.data(), n);
     scalar().scale(1.5f, y2.data(), n);
-    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(y1[static_cast<size_t>(i)], y2[static_cast<size_t>(i)], 1e-6);
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_NEAR(y1[static_cast<size_t>(i)], y2[static_cast<size_t>(i)], 1e-6);
     std::vector<uint16_t> h(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) h[static_cast<size_t>(i)] = F32ToBF16(a[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < n; ++i)
+      h[static_cast<size_t>(i)] = F32ToBF16(a[static_cast<size_t>(i)]);
     std::vector<float> f1(static_cast<size_t>(n)), f2(static_cast<size_t>(n));
     simd().bf16_to_f32(h.data(), f1.data(), n);
     scalar().bf16_to_f32(h.data(), f2.data(), n);
@@ -161,14 +181,22 @@ TEST_P(SimdTest, VectorOpsMatchScalar) {
 }
 
 TEST_P(SimdTest, AttentionMatchesScalarOnBf16LatentRows) {
-  const AttentionSpec spec{.n_head_q = 8, .n_head_kv = 1, .head_dim_qk = 72, .head_dim_v = 64,
-                           .v_aliases_k = true, .scale = 0.1f};
-  const KvRowFormat f{.dtype = DType::kBF16, .n_head_kv = 1, .head_dim_k = 72, .head_dim_v = 64,
+  const AttentionSpec spec{.n_head_q = 8,
+                           .n_head_kv = 1,
+                           .head_dim_qk = 72,
+                           .head_dim_v = 64,
+                           .v_aliases_k = true,
+                           .scale = 0.1f};
+  const KvRowFormat f{.dtype = DType::kBF16,
+                      .n_head_kv = 1,
+                      .head_dim_k = 72,
+                      .head_dim_v = 64,
                       .v_aliases_k = true};
   const int block_size = 16;
   const std::vector<float> values = Random(static_cast<size_t>(3 * block_size * 72), 5, 2.0f);
   std::vector<uint8_t> storage(3 * block_size * f.RowBytes());
-  for (int r = 0; r < 3 * block_size; ++r) EncodeKvRow(f, values.data() + r * 72, storage.data() + r * f.RowBytes());
+  for (int r = 0; r < 3 * block_size; ++r)
+    EncodeKvRow(f, values.data() + r * 72, storage.data() + r * f.RowBytes());
   const KvRows rows{.base = storage.data(), .block_stride = block_size * f.RowBytes(), .format = f};
   const std::vector<KvSpan> spans = {{.block = 2, .row_begin = 0, .n_rows = 16},
                                      {.block = 0, .row_begin = 3, .n_rows = 9, .score_bias = 0.5f}};

@@ -12,8 +12,11 @@ namespace {
 
 KvLayout OneLayer(int width) {
   KvLayout layout;
-  layout.layers.push_back({.dtype = DType::kF32, .n_head_kv = 1, .head_dim_k = width,
-                           .head_dim_v = width, .v_aliases_k = true});
+  layout.layers.push_back({.dtype = DType::kF32,
+                           .n_head_kv = 1,
+                           .head_dim_k = width,
+                           .head_dim_v = width,
+                           .v_aliases_k = true});
   return layout;
 }
 
@@ -35,7 +38,8 @@ std::vector<std::pair<float, float>> Append(KvCache& cache, int32_t seq, int64_t
   std::vector<std::pair<float, float>> visible;
   for (const KvSpan& s : spans) {
     for (int r = 0; r < s.n_rows; ++r) {
-      visible.push_back({reinterpret_cast<const float*>(rows.Row(s.block, s.row_begin + r))[0], s.score_bias});
+      visible.push_back(
+          {reinterpret_cast<const float*>(rows.Row(s.block, s.row_begin + r))[0], s.score_bias});
     }
   }
   cache.Commit(seq, n);
@@ -55,8 +59,9 @@ TEST(KvCacheTest, FullPolicySeesEverythingThroughBlocks) {
 }
 
 TEST(KvCacheTest, WindowAndSinksHandComputed) {
-  KvCache cache(OneLayer(2), {.block_size = 4, .budget_bytes = 1 << 20,
-                              .policy = ParseKvPolicy("window:3,sinks:2")});
+  KvCache cache(
+      OneLayer(2),
+      {.block_size = 4, .budget_bytes = 1 << 20, .policy = ParseKvPolicy("window:3,sinks:2")});
   const int32_t seq = cache.AddSequence();
   // Query 9 sees sinks 0, 1 and the window 7, 8, 9.
   std::vector<float> seen;
@@ -70,7 +75,8 @@ TEST(KvCacheTest, WindowAndSinksHandComputed) {
 TEST(KvCacheTest, CompressSummariesHandComputed) {
   // window 2, sinks 1, compress 3: query at 9 has out-of-window tokens 1..7 (m = 7): groups
   // [1,2,3] and [4,5,6] are summaries (means 2 and 5, bias ln 3); token 7 stays raw.
-  KvCache cache(OneLayer(2), {.block_size = 4, .budget_bytes = 1 << 20,
+  KvCache cache(OneLayer(2), {.block_size = 4,
+                              .budget_bytes = 1 << 20,
                               .policy = ParseKvPolicy("window:2,sinks:1,compress:3")});
   const int32_t seq = cache.AddSequence();
   const auto visible = Append(cache, seq, 10);
@@ -81,16 +87,18 @@ TEST(KvCacheTest, CompressSummariesHandComputed) {
 
 TEST(KvCacheTest, WindowGreaterThanLengthEqualsFull) {
   KvCache full(OneLayer(2), {.block_size = 4, .budget_bytes = 1 << 20});
-  KvCache windowed(OneLayer(2), {.block_size = 4, .budget_bytes = 1 << 20,
-                                 .policy = ParseKvPolicy("window:50")});
+  KvCache windowed(
+      OneLayer(2),
+      {.block_size = 4, .budget_bytes = 1 << 20, .policy = ParseKvPolicy("window:50")});
   const int32_t a = full.AddSequence();
   const int32_t b = windowed.AddSequence();
   for (int64_t pos = 0; pos < 30; ++pos) EXPECT_EQ(Append(full, a, 1), Append(windowed, b, 1));
 }
 
 TEST(KvCacheTest, WindowMemoryStaysBoundedOverLongRuns) {
-  KvCache cache(OneLayer(2), {.block_size = 16, .budget_bytes = 1 << 20,
-                              .policy = ParseKvPolicy("window:64,sinks:4")});
+  KvCache cache(
+      OneLayer(2),
+      {.block_size = 16, .budget_bytes = 1 << 20, .policy = ParseKvPolicy("window:64,sinks:4")});
   const int32_t seq = cache.AddSequence();
   for (int i = 0; i < 4999; ++i) Append(cache, seq, 1);
   EXPECT_EQ(Append(cache, seq, 1).size(), 4u + 64u);

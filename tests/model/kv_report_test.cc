@@ -37,7 +37,8 @@ TEST(KvReportTest, DeepseekV2LiteBf16) {
 TEST(KvReportTest, PolicyRowUsesThePolicyFormula) {
   const ModelConfig c = Load("deepseek-v3.config.json");
   const auto rows = BuildKvReport(
-      c, {.context = 100000, .policy = ParseKvPolicy("window:4096,sinks:4"), .kv_dtype = DType::kI8});
+      c,
+      {.context = 100000, .policy = ParseKvPolicy("window:4096,sinks:4"), .kv_dtype = DType::kI8});
   EXPECT_EQ(rows[0].bytes_per_token, 656 * 61);
   EXPECT_EQ(rows[0].rows_held, 4100);
   EXPECT_EQ(rows[0].total_bytes, 656LL * 61 * 4100);

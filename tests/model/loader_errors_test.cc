@@ -72,7 +72,8 @@ TEST(LoaderErrorsTest, GarbageHeader) {
   std::string bytes = ReadFileToString(path);
   bytes.replace(8, 10, "!!garbage!");
   WriteStringToFile(path, bytes);
-  EXPECT_NE(LoadError(dir).find(path + ": safetensors header is not valid JSON"), std::string::npos);
+  EXPECT_NE(LoadError(dir).find(path + ": safetensors header is not valid JSON"),
+            std::string::npos);
   // A header size larger than the file.
   bytes[0] = '\xff';
   bytes[5] = '\x01';
@@ -87,8 +88,10 @@ TEST(LoaderErrorsTest, WrongShapeNamesTensor) {
       if (t.name == "model.layers.1.self_attn.kv_b_proj.weight") std::swap(t.shape[0], t.shape[1]);
     }
   });
-  EXPECT_EQ(LoadError(dir), dir + "/model.safetensors: tensor 'model.layers.1.self_attn.kv_b_proj.weight'"
-                            " has shape [32, 128], expected [128, 32]");
+  EXPECT_EQ(LoadError(dir),
+            dir +
+                "/model.safetensors: tensor 'model.layers.1.self_attn.kv_b_proj.weight'"
+                " has shape [32, 128], expected [128, 32]");
 }
 
 TEST(LoaderErrorsTest, WrongDtypeNamesTensor) {
@@ -129,7 +132,8 @@ TEST(LoaderErrorsTest, Fp8WithoutScalesNamesTheScaleTensor) {
       return t.name == "model.layers.0.self_attn.q_a_proj.weight_scale_inv";
     });
   });
-  EXPECT_EQ(LoadError(dir), dir + ": tensor 'model.layers.0.self_attn.q_a_proj.weight_scale_inv' is missing");
+  EXPECT_EQ(LoadError(dir),
+            dir + ": tensor 'model.layers.0.self_attn.q_a_proj.weight_scale_inv' is missing");
 }
 
 }  // namespace

@@ -33,13 +33,14 @@ std::vector<int32_t> TestIds(int n) {
 }
 
 // Returns logits [n, vocab] of `ids` and the cache's used bytes at the end.
-std::vector<float> RunLogits(const Model& model, const std::vector<int32_t>& ids, const RunOptions& o,
-                             size_t* kv_bytes = nullptr) {
+std::vector<float> RunLogits(const Model& model, const std::vector<int32_t>& ids,
+                             const RunOptions& o, size_t* kv_bytes = nullptr) {
   ThreadPool pool(o.threads);
   Exec exec{pool, GetKernelTable(o.isa)};
-  KvCache cache(model.MakeKvLayout(o.kv_dtype),
-                {.block_size = o.block_size, .budget_bytes = 64 << 20,
-                 .policy = ParseKvPolicy(o.policy), .model_window = model.model_window()});
+  KvCache cache(model.MakeKvLayout(o.kv_dtype), {.block_size = o.block_size,
+                                                 .budget_bytes = 64 << 20,
+                                                 .policy = ParseKvPolicy(o.policy),
+                                                 .model_window = model.model_window()});
   const int32_t seq = cache.AddSequence();
   const int64_t n = static_cast<int64_t>(ids.size());
   const int64_t vocab = model.config().vocab_size;
@@ -48,7 +49,8 @@ std::vector<float> RunLogits(const Model& model, const std::vector<int32_t>& ids
   for (int64_t begin = 0; begin < n; begin += chunk) {
     std::vector<BatchToken> batch;
     for (int64_t i = begin; i < std::min(n, begin + chunk); ++i) {
-      batch.push_back({.token = ids[static_cast<size_t>(i)], .seq = seq, .pos = i, .want_logits = true});
+      batch.push_back(
+          {.token = ids[static_cast<size_t>(i)], .seq = seq, .pos = i, .want_logits = true});
     }
     ReserveOrThrow(cache, seq, static_cast<int64_t>(batch.size()));
     model.Forward(exec, cache, batch, {.mla_path = o.path}, logits.data() + begin * vocab);
@@ -146,8 +148,8 @@ TEST(ModelTest, KvBytesEqualLatentFormula) {
     size_t bytes = 0;
     RunLogits(*model, TestIds(21), {.chunk = 4, .kv_dtype = dtype}, &bytes);
     // (kv_lora_rank + qk_rope_head_dim) x layers x tokens x dtype size.
-    EXPECT_EQ(bytes, static_cast<size_t>(c.kv_lora_rank + c.qk_rope_head_dim) * c.num_hidden_layers *
-                         21 * DTypeSize(dtype));
+    EXPECT_EQ(bytes, static_cast<size_t>(c.kv_lora_rank + c.qk_rope_head_dim) *
+                         c.num_hidden_layers * 21 * DTypeSize(dtype));
   }
 }
 
@@ -158,8 +160,10 @@ TEST(ModelTest, LowPrecisionWeightsStayCloseToF32) {
   // 0.83. Bounds are about twice that.
   const auto ids = TestIds(16);
   const auto f32 = RunLogits(*Model::Load(testing::MakeTestModel("tiny-v3")), ids, {});
-  const auto bf16 = RunLogits(*Model::Load(testing::MakeTestModel("tiny-v3", DType::kBF16)), ids, {});
-  const auto fp8 = RunLogits(*Model::Load(testing::MakeTestModel("tiny-v3", DType::kF8E4M3)), ids, {});
+  const auto bf16 =
+      RunLogits(*Model::Load(testing::MakeTestModel("tiny-v3", DType::kBF16)), ids, {});
+  const auto fp8 =
+      RunLogits(*Model::Load(testing::MakeTestModel("tiny-v3", DType::kF8E4M3)), ids, {});
   const DiffStats bf16_stats = Compare(f32, bf16, 512);
   const DiffStats fp8_stats = Compare(f32, fp8, 512);
   std::printf("bf16 vs f32: mean %.4f median max %.4f; fp8 vs f32: mean %.4f median max %.4f\n",
@@ -183,8 +187,10 @@ TEST(ModelTest, Int8WeightsStayCloseToF32AndQuantizedFilesLoadIdentically) {
   const DiffStats stats = Compare(f32, int8, 512);
   int same_argmax = 0;
   for (size_t t = 0; t < ids.size(); ++t) {
-    const auto a = std::max_element(f32.begin() + t * 512, f32.begin() + (t + 1) * 512) - (f32.begin() + t * 512);
-    const auto b = std::max_element(int8.begin() + t * 512, int8.begin() + (t + 1) * 512) - (int8.begin() + t * 512);
+    const auto a = std::max_element(f32.begin() + t * 512, f32.begin() + (t + 1) * 512) -
+                   (f32.begin() + t * 512);
+    const auto b = std::max_element(int8.begin() + t * 512, int8.begin() + (t + 1) * 512) -
+                   (int8.begin() + t * 512);
     same_argmax += a == b;
   }
   std::printf("int8 vs f32 weights: mean %.4f median max %.4f, argmax equal %d/16\n", stats.mean,
@@ -205,7 +211,8 @@ TEST(ModelTest, Int8WeightsStayCloseToF32AndQuantizedFilesLoadIdentically) {
 TEST(ModelTest, ShardedCheckpointEqualsSingleFile) {
   const auto ids = TestIds(12);
   const auto single = RunLogits(*Model::Load(testing::MakeTestModel("tiny-v2")), ids, {});
-  const auto sharded = RunLogits(*Model::Load(testing::MakeTestModel("tiny-v2", DType::kF32, 200000)), ids, {});
+  const auto sharded =
+      RunLogits(*Model::Load(testing::MakeTestModel("tiny-v2", DType::kF32, 200000)), ids, {});
   EXPECT_EQ(single, sharded);
 }
 

@@ -17,8 +17,11 @@ std::vector<float> Logit(const std::vector<float>& p) {  // inverse sigmoid
 
 TEST(MoeGateTest, SoftmaxGreedyScalesWithoutRenormalising) {
   // Softmax of log(1..4) = [0.1, 0.2, 0.3, 0.4]; top-2 = experts 3, 2, weights * 2.
-  const GateSpec spec{.scoring = ScoringFunc::kSoftmax, .method = TopkMethod::kGreedy,
-                      .n_experts = 4, .top_k = 2, .routed_scaling_factor = 2.0};
+  const GateSpec spec{.scoring = ScoringFunc::kSoftmax,
+                      .method = TopkMethod::kGreedy,
+                      .n_experts = 4,
+                      .top_k = 2,
+                      .routed_scaling_factor = 2.0};
   const std::vector<float> logits = {0, std::log(2.0f), std::log(3.0f), std::log(4.0f)};
   int ids[2];
   float w[2];
@@ -30,9 +33,13 @@ TEST(MoeGateTest, SoftmaxGreedyScalesWithoutRenormalising) {
 }
 
 TEST(MoeGateTest, V2RenormalisesInsteadOfScaling) {
-  const GateSpec spec{.scoring = ScoringFunc::kSoftmax, .method = TopkMethod::kGreedy,
-                      .n_experts = 4, .top_k = 2, .norm_topk_prob = true,
-                      .scale_after_norm = false, .routed_scaling_factor = 16.0};
+  const GateSpec spec{.scoring = ScoringFunc::kSoftmax,
+                      .method = TopkMethod::kGreedy,
+                      .n_experts = 4,
+                      .top_k = 2,
+                      .norm_topk_prob = true,
+                      .scale_after_norm = false,
+                      .routed_scaling_factor = 16.0};
   const std::vector<float> logits = {0, std::log(2.0f), std::log(3.0f), std::log(4.0f)};
   int ids[2];
   float w[2];
@@ -47,8 +54,12 @@ TEST(MoeGateTest, GroupLimitedGreedyDropsWholeGroups) {
   const std::vector<float> p = {0.30f, 0.01f, 0.25f, 0.24f, 0.20f, 0.0f};
   std::vector<float> logits;
   for (float v : p) logits.push_back(v > 0 ? std::log(v) : -30.0f);
-  const GateSpec spec{.scoring = ScoringFunc::kSoftmax, .method = TopkMethod::kGroupLimitedGreedy,
-                      .n_experts = 6, .top_k = 3, .n_group = 3, .topk_group = 2};
+  const GateSpec spec{.scoring = ScoringFunc::kSoftmax,
+                      .method = TopkMethod::kGroupLimitedGreedy,
+                      .n_experts = 6,
+                      .top_k = 3,
+                      .n_group = 3,
+                      .topk_group = 2};
   int ids[3];
   float w[3];
   SelectExperts(spec, logits, {}, ids, w);
@@ -63,9 +74,14 @@ TEST(MoeGateTest, NoauxTcUsesBiasForSelectionOnly) {
   const std::vector<float> b = {-0.8f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.5f, 0.5f};
   // choice = [0.1, 0.1, 0.5, 0.5, 0.6, 0.6, 0.7, 0.8]; group score = sum of top-2:
   // [0.2, 1.0, 1.2, 1.5] -> keep groups 3 and 2; top-2 by choice: experts 7 (0.8), 6 (0.7).
-  const GateSpec spec{.scoring = ScoringFunc::kSigmoid, .method = TopkMethod::kNoauxTc,
-                      .n_experts = 8, .top_k = 2, .n_group = 4, .topk_group = 2,
-                      .norm_topk_prob = true, .scale_after_norm = true,
+  const GateSpec spec{.scoring = ScoringFunc::kSigmoid,
+                      .method = TopkMethod::kNoauxTc,
+                      .n_experts = 8,
+                      .top_k = 2,
+                      .n_group = 4,
+                      .topk_group = 2,
+                      .norm_topk_prob = true,
+                      .scale_after_norm = true,
                       .routed_scaling_factor = 2.5};
   int ids[2];
   float w[2];

@@ -19,8 +19,11 @@ TEST(RopeTest, DeepseekV2LiteScaleAndFrequencies) {
   c.qk_nope_head_dim = 128;
   c.qk_rope_head_dim = 64;
   c.rope_theta = 10000;
-  c.rope_scaling = RopeScaling{.factor = 40, .original_max_position_embeddings = 4096,
-                               .beta_fast = 32, .beta_slow = 1, .mscale = 0.707,
+  c.rope_scaling = RopeScaling{.factor = 40,
+                               .original_max_position_embeddings = 4096,
+                               .beta_fast = 32,
+                               .beta_slow = 1,
+                               .mscale = 0.707,
                                .mscale_all_dim = 0.707};
   // scale = mscale(40, 0.707)^2 / sqrt(192) = 1.2608040^2 / 13.856406 = 0.1147214
   EXPECT_NEAR(DeepseekSoftmaxScale(c), 0.1147214, 1e-6);
@@ -43,8 +46,8 @@ TEST(RopeTest, CosSinCarryAttnFactor) {
   c.qk_nope_head_dim = 4;
   c.qk_rope_head_dim = 4;
   c.rope_theta = 100;
-  c.rope_scaling = RopeScaling{.factor = 4, .original_max_position_embeddings = 16,
-                               .mscale = 1.0, .mscale_all_dim = 0.5};
+  c.rope_scaling = RopeScaling{
+      .factor = 4, .original_max_position_embeddings = 16, .mscale = 1.0, .mscale_all_dim = 0.5};
   const RopeTable t = MakeDeepseekRope(c);
   const double expected_factor = (0.1 * std::log(4.0) + 1) / (0.05 * std::log(4.0) + 1);
   EXPECT_NEAR(t.attn_factor, expected_factor, 1e-12);

@@ -13,9 +13,9 @@ TEST(LongGenerationTest, WindowPolicyKeepsPeakBlocksBounded) {
   ThreadPool pool(1);
   Exec exec{pool, GetKernelTable(BestIsa())};
   const int block_size = 64;
-  KvCache cache(model->MakeKvLayout(DType::kBF16),
-                {.block_size = block_size, .budget_bytes = 64 << 20,
-                 .policy = ParseKvPolicy("window:256,sinks:4")});
+  KvCache cache(model->MakeKvLayout(DType::kBF16), {.block_size = block_size,
+                                                    .budget_bytes = 64 << 20,
+                                                    .policy = ParseKvPolicy("window:256,sinks:4")});
   const int32_t seq = cache.AddSequence();
   const std::vector<int32_t> prompt = {1, 2, 3, 4};
   const GenerateResult result =

@@ -29,18 +29,22 @@ TEST(SamplerTest, GreedyIsArgmax) {
 }
 
 TEST(SamplerTest, TopKRestrictsToTheKBest) {
-  EXPECT_EQ(Draws({.temperature = 1.0f, .top_k = 2, .seed = 1}, kLogits), (std::set<int32_t>{1, 3}));
+  EXPECT_EQ(Draws({.temperature = 1.0f, .top_k = 2, .seed = 1}, kLogits),
+            (std::set<int32_t>{1, 3}));
 }
 
 TEST(SamplerTest, TopPKeepsTheSmallestNucleus) {
   // Sorted: 0.4 (1), 0.3 (3), 0.15 (4), 0.1 (2), 0.05 (0); cumulative 0.4, 0.7, 0.85.
-  EXPECT_EQ(Draws({.temperature = 1.0f, .top_p = 0.8f, .seed = 2}, kLogits), (std::set<int32_t>{1, 3, 4}));
-  EXPECT_EQ(Draws({.temperature = 1.0f, .top_p = 0.7f, .seed = 2}, kLogits), (std::set<int32_t>{1, 3}));
+  EXPECT_EQ(Draws({.temperature = 1.0f, .top_p = 0.8f, .seed = 2}, kLogits),
+            (std::set<int32_t>{1, 3, 4}));
+  EXPECT_EQ(Draws({.temperature = 1.0f, .top_p = 0.7f, .seed = 2}, kLogits),
+            (std::set<int32_t>{1, 3}));
 }
 
 TEST(SamplerTest, MinPDropsUnlikelyTokens) {
   // p >= 0.5 * 0.4 = 0.2: tokens 1 and 3.
-  EXPECT_EQ(Draws({.temperature = 1.0f, .min_p = 0.5f, .seed = 3}, kLogits), (std::set<int32_t>{1, 3}));
+  EXPECT_EQ(Draws({.temperature = 1.0f, .min_p = 0.5f, .seed = 3}, kLogits),
+            (std::set<int32_t>{1, 3}));
 }
 
 TEST(SamplerTest, SameSeedSameSequence) {

@@ -39,14 +39,16 @@ std::string StreamAll(const std::string& text, std::vector<std::string> stops, b
 
 TEST(TextStreamTest, PassesTextThroughWithoutStops) {
   bool stopped = false;
-  EXPECT_EQ(StreamAll("The river runs to the sea. 世界 🙂", {}, &stopped), "The river runs to the sea. 世界 🙂");
+  EXPECT_EQ(StreamAll("The river runs to the sea. 世界 🙂", {}, &stopped),
+            "The river runs to the sea. 世界 🙂");
   EXPECT_FALSE(stopped);
 }
 
 TEST(TextStreamTest, StopsBeforeTheStopStringAndNeverPrintsIt) {
   bool stopped = false;
   std::vector<std::string> pieces;
-  EXPECT_EQ(StreamAll("Questions and answers. What is the capital", {"What is", "zzz"}, &stopped, &pieces),
+  EXPECT_EQ(StreamAll("Questions and answers. What is the capital", {"What is", "zzz"}, &stopped,
+                      &pieces),
             "Questions and answers. ");
   EXPECT_TRUE(stopped);
   for (const std::string& p : pieces) EXPECT_EQ(p.find("What"), std::string::npos);

@@ -46,7 +46,9 @@ struct V {
     __m256i abs;
     __m256i sign;
   };
-  static Q LoadQ(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static Q LoadQ(const int8_t* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  }
   static PreparedQ PrepareQ(Q w) { return {_mm256_sign_epi8(w, w), w}; }
   static F DotQ(const PreparedQ& w, Q x) {
     const __m256i pairs = _mm256_maddubs_epi16(w.abs, _mm256_sign_epi8(x, w.sign));

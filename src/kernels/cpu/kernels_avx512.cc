@@ -45,7 +45,8 @@ struct V {
   }
   // Lanes 0-7 carry block 0's scale, lanes 8-15 block 1's.
   static F BlockScales(const float* s) {
-    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(s[0])), _mm256_set1_ps(s[1]), 1);
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(s[0])), _mm256_set1_ps(s[1]),
+                              1);
   }
 };
 

@@ -15,7 +15,8 @@ namespace {
 // y[t * ldy + r] = rows[r] . x[t] with one 16-lane accumulator per (row, token) pair, columns in
 // steps of 32 (the tail by masked loads), whatever the tile shape: batch-invariant.
 template <int MR, int NT>
-inline void Tile(const uint16_t* const* rows, const uint16_t* x, int64_t cols, float* y, int64_t ldy) {
+inline void Tile(const uint16_t* const* rows, const uint16_t* x, int64_t cols, float* y,
+                 int64_t ldy) {
   __m512 acc[MR][NT];
   for (int r = 0; r < MR; ++r) {
     for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
@@ -44,8 +45,8 @@ inline void Tile(const uint16_t* const* rows, const uint16_t* x, int64_t cols, f
 }
 
 template <int MR>
-inline void RowTile(const uint16_t* const* rows, const uint16_t* x, int64_t n_tokens, int64_t cols, float* y,
-                    int64_t ldy) {
+inline void RowTile(const uint16_t* const* rows, const uint16_t* x, int64_t n_tokens, int64_t cols,
+                    float* y, int64_t ldy) {
   int64_t t = 0;
   for (; t + 4 <= n_tokens; t += 4) Tile<MR, 4>(rows, x + t * cols, cols, y + t * ldy, ldy);
   switch (n_tokens - t) {

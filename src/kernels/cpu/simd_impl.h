@@ -80,8 +80,8 @@ inline void RowTile(const WT* const* rows, const float* x, int64_t n_tokens, int
 }
 
 template <typename WT>
-void RowsOfType(const WT* const* rows, int64_t n_rows, const float* x, int64_t n_tokens, int64_t cols,
-                float* y, int64_t ldy) {
+void RowsOfType(const WT* const* rows, int64_t n_rows, const float* x, int64_t n_tokens,
+                int64_t cols, float* y, int64_t ldy) {
   int64_t r = 0;
   for (; r + 4 <= n_rows; r += 4) RowTile<4>(rows + r, x, n_tokens, cols, y + r, ldy);
   for (; r < n_rows; ++r) RowTile<1>(rows + r, x, n_tokens, cols, y + r, ldy);
@@ -106,11 +106,13 @@ void MatMulRows(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const
       const int64_t n = std::min(kDecodeRows, row_end - r0);
       if (w.dtype == DType::kF32) {
         const float* rows[kDecodeRows];
-        for (int64_t r = 0; r < n; ++r) rows[r] = static_cast<const float*>(w.data) + (r0 + r) * cols;
+        for (int64_t r = 0; r < n; ++r)
+          rows[r] = static_cast<const float*>(w.data) + (r0 + r) * cols;
         RowsOfType(rows, n, x, n_tokens, cols, y + (r0 - row_begin), ldy);
       } else {
         const uint16_t* rows[kDecodeRows];
-        for (int64_t r = 0; r < n; ++r) rows[r] = static_cast<const uint16_t*>(w.data) + (r0 + r) * cols;
+        for (int64_t r = 0; r < n; ++r)
+          rows[r] = static_cast<const uint16_t*>(w.data) + (r0 + r) * cols;
         RowsOfType(rows, n, x, n_tokens, cols, y + (r0 - row_begin), ldy);
       }
     }
@@ -138,8 +140,8 @@ void MatMulRows(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const
 // bytes (one or two blocks): an exact integer dot per lane group, converted to float, scaled by
 // the weight and activation block scales and accumulated lane-wise.
 template <int MR, int NT>
-inline void TileQ8(const int8_t* const* w_rows, const float* const* w_scales, const Q8Activations& x,
-                   int64_t t0, float* y, int64_t ldy) {
+inline void TileQ8(const int8_t* const* w_rows, const float* const* w_scales,
+                   const Q8Activations& x, int64_t t0, float* y, int64_t ldy) {
   F acc[MR][NT];
   for (int r = 0; r < MR; ++r) {
     for (int t = 0; t < NT; ++t) acc[r][t] = V::Zero();
@@ -155,7 +157,8 @@ inline void TileQ8(const int8_t* const* w_rows, const float* const* w_scales, co
     for (int r = 0; r < MR; ++r) {
       const typename V::PreparedQ wv = V::PrepareQ(V::LoadQ(w_rows[r] + c));
       const F ws = V::BlockScales(w_scales[r] + b);
-      for (int t = 0; t < NT; ++t) acc[r][t] = V::Fma(V::Mul(V::DotQ(wv, xv[t]), ws), xs[t], acc[r][t]);
+      for (int t = 0; t < NT; ++t)
+        acc[r][t] = V::Fma(V::Mul(V::DotQ(wv, xv[t]), ws), xs[t], acc[r][t]);
     }
   }
   for (int r = 0; r < MR; ++r) {
@@ -164,8 +167,8 @@ inline void TileQ8(const int8_t* const* w_rows, const float* const* w_scales, co
 }
 
 template <int MR>
-inline void RowTileQ8(const int8_t* const* w_rows, const float* const* w_scales, const Q8Activations& x,
-                      float* y, int64_t ldy) {
+inline void RowTileQ8(const int8_t* const* w_rows, const float* const* w_scales,
+                      const Q8Activations& x, float* y, int64_t ldy) {
   int64_t t = 0;
   for (; t + 4 <= x.n_tokens; t += 4) TileQ8<MR, 4>(w_rows, w_scales, x, t, y + t * ldy, ldy);
   switch (x.n_tokens - t) {
@@ -208,7 +211,9 @@ float Dot(const float* a, const float* b, int64_t n) {
   F acc = V::Zero();
   int64_t i = 0;
   for (; i + kW <= n; i += kW) acc = V::Fma(V::Load(a + i), V::Load(b + i), acc);
-  if (i < n) acc = V::Fma(V::LoadTail(a + i, static_cast<int>(n - i)), V::LoadTail(b + i, static_cast<int>(n - i)), acc);
+  if (i < n)
+    acc = V::Fma(V::LoadTail(a + i, static_cast<int>(n - i)),
+                 V::LoadTail(b + i, static_cast<int>(n - i)), acc);
   return V::Reduce(acc);
 }
 

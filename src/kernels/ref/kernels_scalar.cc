@@ -23,7 +23,8 @@ void MatMulRowsScalar(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
     } else {
       w.DecodeRow(r, row.data());
     }
-    for (int64_t t = 0; t < n_tokens; ++t) y[t * ldy + (r - row_begin)] = Dot(wr, x + t * cols, cols);
+    for (int64_t t = 0; t < n_tokens; ++t)
+      y[t * ldy + (r - row_begin)] = Dot(wr, x + t * cols, cols);
   }
 }
 
@@ -40,7 +41,8 @@ void MatMulRowsQ8Scalar(const WeightMatrix& w, int64_t row_begin, int64_t row_en
       float acc = 0.0f;
       for (int64_t b = 0; b < n_blocks; ++b) {
         int32_t isum = 0;
-        for (int i = 0; i < kQ8Block; ++i) isum += int32_t{wr[b * kQ8Block + i]} * xr[b * kQ8Block + i];
+        for (int i = 0; i < kQ8Block; ++i)
+          isum += int32_t{wr[b * kQ8Block + i]} * xr[b * kQ8Block + i];
         acc += static_cast<float>(isum) * ws[b] * xs[b];
       }
       y[t * ldy + (r - row_begin)] = acc;

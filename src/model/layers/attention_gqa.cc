@@ -47,7 +47,8 @@ void GqaAttention(const LayerContext& ctx, const GqaWeights& w, const float* x, 
   for (int64_t t = 0; t < n; ++t) {
     const float* cos = ctx.cos + t * pairs;
     const float* sin = ctx.sin + t * pairs;
-    for (int h = 0; h < n_head; ++h) ApplyRope(q.data() + (t * n_head + h) * hd, cos, sin, pairs, ctx.rope.layout);
+    for (int h = 0; h < n_head; ++h)
+      ApplyRope(q.data() + (t * n_head + h) * hd, cos, sin, pairs, ctx.rope.layout);
     float* row = rows.data() + t * 2 * kv_width;
     std::copy_n(k.data() + t * kv_width, kv_width, row);
     std::copy_n(v.data() + t * kv_width, kv_width, row + kv_width);

@@ -83,7 +83,8 @@ void AttendAbsorbed(const LayerContext& ctx, const MlaWeights& w, const float* q
   std::vector<float> product(static_cast<size_t>(n * std::max(latent, dv)));
   for (int h = 0; h < n_head; ++h) {
     for (int64_t i = 0; i < n; ++i) {
-      const float* q_head = q + (static_cast<int64_t>(indices[static_cast<size_t>(i)]) * n_head + h) * qk;
+      const float* q_head =
+          q + (static_cast<int64_t>(indices[static_cast<size_t>(i)]) * n_head + h) * qk;
       std::copy_n(q_head, nope, gathered.data() + i * nope);
       std::copy(q_head + nope, q_head + qk, q_abs.data() + (i * n_head + h) * width + latent);
     }
@@ -118,10 +119,12 @@ void AttendAbsorbed(const LayerContext& ctx, const MlaWeights& w, const float* q
   // o_h = W_uv_h o_lat_h with W_uv_h = rows [h * (nope + v) + nope, + v) of kv_b_proj.
   for (int h = 0; h < n_head; ++h) {
     for (int64_t i = 0; i < n; ++i) {
-      std::copy_n(o_latent.data() + (i * n_head + h) * latent, latent, gathered.data() + i * latent);
+      std::copy_n(o_latent.data() + (i * n_head + h) * latent, latent,
+                  gathered.data() + i * latent);
     }
     const int64_t row_begin = static_cast<int64_t>(h) * (nope + dv) + nope;
-    MatMulRows(ctx.exec, w.kv_b_proj, row_begin, row_begin + dv, gathered.data(), n, product.data());
+    MatMulRows(ctx.exec, w.kv_b_proj, row_begin, row_begin + dv, gathered.data(), n,
+               product.data());
     for (int64_t i = 0; i < n; ++i) {
       std::copy_n(product.data() + i * dv, dv,
                   o + (static_cast<int64_t>(indices[static_cast<size_t>(i)]) * n_head + h) * dv);

@@ -126,13 +126,15 @@ void MoeFeedForward(const LayerContext& ctx, const MoeWeights& w, const float* x
   // Experts in ascending id order: each token's sum has a fixed order, whatever the batch.
   for (int e = 0; e < spec.n_experts; ++e) {
     const auto& tokens = routed[static_cast<size_t>(e)];
-    if (expert_counts != nullptr) (*expert_counts)[static_cast<size_t>(e)] += static_cast<int64_t>(tokens.size());
+    if (expert_counts != nullptr)
+      (*expert_counts)[static_cast<size_t>(e)] += static_cast<int64_t>(tokens.size());
     if (tokens.empty()) continue;
     const int64_t m = static_cast<int64_t>(tokens.size());
     gathered.resize(static_cast<size_t>(m * hidden));
     expert_out.resize(static_cast<size_t>(m * hidden));
     for (int64_t i = 0; i < m; ++i) {
-      std::copy_n(x + tokens[static_cast<size_t>(i)].first * hidden, hidden, gathered.data() + i * hidden);
+      std::copy_n(x + tokens[static_cast<size_t>(i)].first * hidden, hidden,
+                  gathered.data() + i * hidden);
     }
     DenseMlp(ctx.exec, w.experts[static_cast<size_t>(e)], gathered.data(), m, expert_out.data());
     for (int64_t i = 0; i < m; ++i) {

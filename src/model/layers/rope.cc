@@ -56,8 +56,9 @@ RopeTable MakeDeepseekRope(const ModelConfig& config) {
   const double max_positions = static_cast<double>(rs.original_max_position_embeddings);
   const double low =
       std::max(std::floor(CorrectionDim(rs.beta_fast, d, config.rope_theta, max_positions)), 0.0);
-  double high = std::min(std::ceil(CorrectionDim(rs.beta_slow, d, config.rope_theta, max_positions)),
-                         static_cast<double>(d - 1));
+  double high =
+      std::min(std::ceil(CorrectionDim(rs.beta_slow, d, config.rope_theta, max_positions)),
+               static_cast<double>(d - 1));
   if (low == high) high += 0.001;  // avoid a zero-width ramp
   for (int i = 0; i < d / 2; ++i) {
     const double extra = table.inv_freq[static_cast<size_t>(i)];
@@ -66,8 +67,7 @@ RopeTable MakeDeepseekRope(const ModelConfig& config) {
     const double mask = 1.0 - ramp;
     table.inv_freq[static_cast<size_t>(i)] = inter * (1.0 - mask) + extra * mask;
   }
-  table.attn_factor =
-      YarnMscale(rs.factor, rs.mscale) / YarnMscale(rs.factor, rs.mscale_all_dim);
+  table.attn_factor = YarnMscale(rs.factor, rs.mscale) / YarnMscale(rs.factor, rs.mscale_all_dim);
   return table;
 }
 
