@@ -62,6 +62,7 @@ void RegisterLogits(CLI::App& app, int* exit_code);
 void RegisterMakeModel(CLI::App& app, int* exit_code);
 void RegisterKvReport(CLI::App& app, int* exit_code);
 void RegisterBench(CLI::App& app, int* exit_code);
+void RegisterServe(CLI::App& app, int* exit_code);
 void RegisterTokenize(CLI::App& app, int* exit_code);  // tokenize and detokenize
 void RegisterChat(CLI::App& app, int* exit_code);
 void RegisterPerplexity(CLI::App& app, int* exit_code);

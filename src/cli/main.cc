@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   mlarun::cli::RegisterMakeModel(app, &exit_code);
   mlarun::cli::RegisterKvReport(app, &exit_code);
   mlarun::cli::RegisterBench(app, &exit_code);
+  mlarun::cli::RegisterServe(app, &exit_code);
   mlarun::cli::RegisterTokenize(app, &exit_code);
   mlarun::cli::RegisterChat(app, &exit_code);
   mlarun::cli::RegisterPerplexity(app, &exit_code);

@@ -14,13 +14,13 @@
 namespace mlarun {
 
 struct BlockPoolOptions {
-  int block_size = 64;              // tokens per block
+  int block_size = 64;               // tokens per block
   size_t budget_bytes = 1ull << 30;  // upper bound on block storage
 };
 
 struct BlockPoolStats {
-  int64_t blocks_total = 0;       // capacity under the budget
-  int64_t blocks_in_use = 0;      // refcount > 0
+  int64_t blocks_total = 0;   // capacity under the budget
+  int64_t blocks_in_use = 0;  // refcount > 0
   int64_t peak_blocks_in_use = 0;
   size_t bytes_per_block = 0;
 };
@@ -56,7 +56,7 @@ class BlockPool {
   std::vector<size_t> layer_offsets_;  // [n_layers] byte offset of the layer inside a block
   size_t block_bytes_ = 0;
   int64_t n_blocks_ = 0;
-  uint8_t* storage_ = nullptr;  // [n_blocks, block_bytes]
+  uint8_t* storage_ = nullptr;   // [n_blocks, block_bytes]
   std::vector<int> ref_counts_;  // [n_blocks]
   std::vector<int32_t> free_list_;
   int64_t in_use_ = 0;

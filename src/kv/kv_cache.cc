@@ -88,6 +88,35 @@ int32_t KvCache::ForkSequence(int32_t source, int64_t n_tokens) {
   return fork;
 }
 
+int32_t KvCache::AddSequenceFromBlocks(std::span<const int32_t> blocks, int64_t n_tokens) {
+  if (window_ != 0) throw Error("KV cache: shared prefixes need the full policy");
+  const int64_t n_blocks = (n_tokens + block_size_ - 1) / block_size_;
+  MLARUN_CHECK(n_tokens >= 0 && n_blocks <= static_cast<int64_t>(blocks.size()));
+  const bool partial = n_tokens % block_size_ != 0;
+  if (partial && pool_.FreeBlocks() == 0) return -1;
+  const int32_t seq = AddSequence();
+  Sequence& dst = Get(seq);
+  const int64_t full_blocks = n_tokens / block_size_;
+  for (int64_t b = 0; b < full_blocks; ++b) {
+    const int32_t block = blocks[static_cast<size_t>(b)];
+    pool_.Retain(block);
+    dst.blocks.push_back(block);
+  }
+  if (partial) {
+    const int32_t copy = pool_.Allocate();
+    const int32_t from = blocks[static_cast<size_t>(full_blocks)];
+    const int rows = static_cast<int>(n_tokens % block_size_);
+    for (size_t layer = 0; layer < pool_.layout().layers.size(); ++layer) {
+      const int l = static_cast<int>(layer);
+      std::memcpy(pool_.Row(l, copy, 0), pool_.Row(l, from, 0),
+                  static_cast<size_t>(rows) * pool_.layout().layers[layer].RowBytes());
+    }
+    dst.blocks.push_back(copy);
+  }
+  dst.length = n_tokens;
+  return seq;
+}
+
 int64_t KvCache::CompleteGroups(int64_t pos) const {
   if (policy_.compress == 0 || window_ == 0) return 0;
   const int64_t out_of_window = pos - window_ + 1 - policy_.sinks;

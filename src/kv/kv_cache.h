@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "kernels/attention.h"  // KvSpan, KvRows
@@ -35,6 +36,13 @@ class KvCache {
   // Returns -1 if the pool lacks a block for the copy. Only for sequences without recycling
   // (full policy and no model window).
   int32_t ForkSequence(int32_t source, int64_t n_tokens);
+  // Returns a new sequence whose first `n_tokens` rows are those of pool blocks `blocks` (logical
+  // order): whole blocks are shared by reference count, a partially used last block is copied
+  // (copy-on-write). Returns -1 if the pool lacks a block for the copy. Full policy and no model
+  // window only (used by the prefix cache).
+  int32_t AddSequenceFromBlocks(std::span<const int32_t> blocks, int64_t n_tokens);
+  // Pool blocks of `seq` in logical order (-1 for recycled ones).
+  std::span<const int32_t> SequenceBlocks(int32_t seq) const { return Get(seq).blocks; }
   // Committed tokens of `seq` (the next token's position).
   int64_t Length(int32_t seq) const;
 
@@ -52,6 +60,8 @@ class KvCache {
 
   KvRows LayerRows(int layer) const { return pool_.LayerRows(layer); }
   const BlockPool& pool() const { return pool_; }
+  // The pool, for owners of extra block references (the prefix cache).
+  BlockPool& mutable_pool() { return pool_; }
   const KvPolicy& policy() const { return policy_; }
   // The effective sliding window (policy and model combined), 0 = none.
   int window() const { return window_; }

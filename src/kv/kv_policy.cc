@@ -57,7 +57,8 @@ KvPolicy ParseKvPolicy(std::string_view text) {
       if (value < 0) throw Error("--kv-policy: sinks must be >= 0, got " + std::to_string(value));
       policy.sinks = value;
     } else if (name == "compress") {
-      if (value < 2) throw Error("--kv-policy: compress must be >= 2, got " + std::to_string(value));
+      if (value < 2)
+        throw Error("--kv-policy: compress must be >= 2, got " + std::to_string(value));
       policy.compress = value;
     } else {
       throw Error("--kv-policy: unknown policy '" + std::string(name) +

@@ -15,7 +15,7 @@
 namespace mlarun {
 
 struct KvPolicy {
-  int window = 0;    // 0: unbounded
+  int window = 0;  // 0: unbounded
   int sinks = 0;
   int compress = 0;  // 0: off; else K >= 2 (needs a window)
 

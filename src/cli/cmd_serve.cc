@@ -1,0 +1,184 @@
+// `mlarun serve`: loads the model, tokenizer and KV cache, builds the engine and serves the
+// OpenAI-compatible HTTP API until SIGINT/SIGTERM, then shuts down gracefully.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <optional>
+#include <thread>
+
+#include "cli/common.h"
+#include "core/error.h"
+#include "runtime/engine.h"
+#include "server/http_server.h"
+#include "tokenizer/tokenizer_error.h"
+
+namespace mlarun::cli {
+
+namespace {
+
+struct ServeArgs {
+  ModelArgs model;
+  KvArgs kv;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string model_name;  // id in /v1/models; default: the directory name
+  std::string tokenizer_dir;
+  int64_t max_context = 0;
+  int max_running = 64;
+  int prefill_chunk = 256;
+  int max_prefill_tokens = 512;
+  bool no_prefix_cache = false;
+  std::string prefix_cache_dir;
+  std::string prefix_cache_disk_budget = "10GiB";
+  int http_threads = 64;
+  std::string max_body = "4MiB";
+  double shutdown_grace = 5.0;
+};
+
+void LogLine(const std::string& line) {
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  std::strftime(stamp, sizeof(stamp), "%H:%M:%S", &tm);
+  std::fprintf(stderr, "[%s] %s\n", stamp, line.c_str());
+}
+
+int RunServe(const ServeArgs& args) {
+  // Block SIGINT/SIGTERM in every thread (all are created below); one thread waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a vanished client must not kill the server
+
+  ThreadPool pool(args.model.threads);
+  Exec exec{pool, SelectKernels(args.model)};
+  const std::string model_dir = ResolveModelDir(args.model.model_dir);
+  const std::unique_ptr<Model> model = Model::Load(model_dir);
+  const std::unique_ptr<KvCache> cache = MakeKvCache(*model, args.kv);
+
+  std::optional<Tokenizer> tokenizer;
+  const std::string tokenizer_dir = args.tokenizer_dir.empty() ? model_dir : args.tokenizer_dir;
+  if (std::filesystem::exists(std::filesystem::path(tokenizer_dir) / "tokenizer.json")) {
+    tokenizer.emplace(Tokenizer::FromDirectory(tokenizer_dir));
+  } else if (!args.tokenizer_dir.empty()) {
+    throw Error("--tokenizer: no tokenizer.json in " + args.tokenizer_dir);
+  } else {
+    LogLine("warning: no tokenizer.json in " + model_dir +
+            "; only token-id prompts are served (use --tokenizer DIR)");
+  }
+
+  EngineOptions options{.prefill_chunk = args.prefill_chunk,
+                        .max_prefill_tokens = args.max_prefill_tokens,
+                        .max_running = args.max_running,
+                        .max_context = args.max_context,
+                        .prefix_caching = !args.no_prefix_cache,
+                        .log = LogLine};
+  if (options.prefix_caching && cache->window() != 0) {
+    LogLine("prefix caching is off: it needs --kv-policy full");
+    options.prefix_caching = false;
+  }
+  options.fingerprint = FingerprintModel(model_dir, *cache);
+  if (!args.prefix_cache_dir.empty()) {
+    if (!options.prefix_caching)
+      throw Error("--prefix-cache-dir needs prefix caching (--kv-policy full)");
+    options.disk_cache = DiskCacheOptions{
+        .dir = args.prefix_cache_dir,
+        .budget_bytes = ParseByteSize(args.prefix_cache_disk_budget, "--prefix-cache-disk-budget")};
+  }
+  Engine engine(*model, exec, *cache, options);
+
+  server::ApiContext context{.tokenizer = tokenizer ? &*tokenizer : nullptr,
+                             .model_id = args.model_name,
+                             .vocab_size = model->config().vocab_size,
+                             .max_context = engine.max_context(),
+                             .max_sequence_tokens = engine.max_sequence_tokens()};
+  if (context.model_id.empty()) {
+    context.model_id = std::filesystem::path(model_dir).lexically_normal().filename().string();
+    if (context.model_id.empty()) context.model_id = "mlarun";
+  }
+  for (int64_t id : model->config().eos_token_ids)
+    context.eos_ids.push_back(static_cast<int32_t>(id));
+  if (tokenizer) {
+    context.chat_format = DetectChatFormat(tokenizer->chat_template(), model->config().model_type);
+    if (tokenizer->eos_id() >= 0 && std::find(context.eos_ids.begin(), context.eos_ids.end(),
+                                              tokenizer->eos_id()) == context.eos_ids.end()) {
+      context.eos_ids.push_back(tokenizer->eos_id());
+    }
+  }
+
+  server::HttpServer http(engine, context,
+                          {.host = args.host,
+                           .port = args.port,
+                           .http_threads = args.http_threads,
+                           .max_body_bytes = ParseByteSize(args.max_body, "--max-body"),
+                           .shutdown_grace_seconds = args.shutdown_grace,
+                           .log = LogLine});
+  const int port = http.Bind();
+  const EngineStats stats = engine.Stats();
+  LogLine("serving " + context.model_id + " on http://" + args.host + ":" + std::to_string(port) +
+          " (" + std::to_string(stats.kv_blocks_total) + " KV blocks of " +
+          std::to_string(stats.kv_block_size) + " tokens, context " +
+          std::to_string(engine.max_context()) + ", prefix cache " +
+          (options.prefix_caching ? (options.disk_cache ? "memory + disk" : "memory") : "off") +
+          ", " + std::to_string(pool.size()) + " threads)");
+  std::printf("listening on %s:%d\n", args.host.c_str(), port);
+  std::fflush(stdout);
+
+  std::thread signal_thread([&] {
+    int signal_number = 0;
+    sigwait(&signals, &signal_number);
+    if (signal_number == SIGINT || signal_number == SIGTERM) {
+      LogLine(std::string("received ") + (signal_number == SIGINT ? "SIGINT" : "SIGTERM"));
+    }
+    http.Shutdown();
+  });
+  http.Run();
+  pthread_kill(signal_thread.native_handle(), SIGTERM);  // no-op wake-up if it already returned
+  signal_thread.join();
+  return 0;
+}
+
+}  // namespace
+
+void RegisterServe(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve an OpenAI-compatible HTTP API");
+  AddModelOptions(*cmd, args->model);
+  AddKvOptions(*cmd, args->kv, "bf16");
+  cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", args->port, "Port (0: any free port)")->capture_default_str();
+  cmd->add_option("--model-name", args->model_name,
+                  "Model id reported by /v1/models (default: the directory name)");
+  cmd->add_option("--tokenizer", args->tokenizer_dir,
+                  "Directory with tokenizer.json (default: the model directory)");
+  cmd->add_option("--max-context", args->max_context,
+                  "Tokens per request, prompt + output (0: max_position_embeddings)")
+      ->capture_default_str();
+  cmd->add_option("--max-running", args->max_running, "Requests decoded together at most")
+      ->capture_default_str();
+  cmd->add_option("--prefill-chunk", args->prefill_chunk, "Prefill chunk size (positions)")
+      ->capture_default_str();
+  cmd->add_option("--max-prefill-tokens", args->max_prefill_tokens, "Prefill tokens per step")
+      ->capture_default_str();
+  cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Disable prefix caching");
+  cmd->add_option("--prefix-cache-dir", args->prefix_cache_dir,
+                  "Directory for evicted prefix blocks (survives restarts)");
+  cmd->add_option("--prefix-cache-disk-budget", args->prefix_cache_disk_budget,
+                  "Size cap of --prefix-cache-dir")
+      ->capture_default_str();
+  cmd->add_option("--http-threads", args->http_threads, "HTTP worker threads (one per open stream)")
+      ->capture_default_str();
+  cmd->add_option("--max-body", args->max_body, "Largest request body")->capture_default_str();
+  cmd->add_option("--shutdown-grace", args->shutdown_grace,
+                  "Seconds running requests may finish on SIGINT/SIGTERM")
+      ->capture_default_str();
+  cmd->callback([args, exit_code] { *exit_code = RunServe(*args); });
+}
+
+}  // namespace mlarun::cli
