@@ -11,6 +11,7 @@
 //           o_lat_h = sum p c_kv (512);  o_h = W_uv_h o_lat_h   -- MQA 576 / 512, V aliases K
 // Both use scale = mscale^2 / sqrt(nope + rope) (the 192-wide dot product it stands for).
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <vector>
 
@@ -132,6 +133,103 @@ void AttendAbsorbed(const LayerContext& ctx, const MlaWeights& w, const float* q
   }
 }
 
+// Naive path for one sequence under the full policy, as tiled GEMMs: the context is positions
+// [0, n_written) in order, expanded once per layer to per-head K_h [n_ctx, nope + rope] and
+// V_h^T [v, n_ctx]; then per head and tile of queries S = Q_h K_h^T, a causal softmax per query,
+// and O = P V_h (FlashAttention-style tiling without the online rescale: a tile's scores fit).
+void AttendNaiveFull(const LayerContext& ctx, const MlaWeights& w, const float* q,
+                     const SequenceSlice& slice, float* o) {
+  const ModelConfig& c = ctx.config;
+  const int n_head = c.num_attention_heads;
+  const int nope = c.qk_nope_head_dim;
+  const int rope = c.qk_rope_head_dim;
+  const int dk = nope + rope;
+  const int dv = c.v_head_dim;
+  const int latent = c.kv_lora_rank;
+  const int width = latent + rope;
+  const int64_t n_ctx = slice.n_written;
+  const int block_size = ctx.cache.pool().block_size();
+  const KvRows cache_rows = ctx.cache.LayerRows(ctx.layer);
+  const std::span<const int32_t> blocks = ctx.cache.SequenceBlocks(slice.seq);
+
+  // Cached rows in position order: c_kv [n_ctx, latent] and k_pe [n_ctx, rope].
+  std::vector<float> row(static_cast<size_t>(width));
+  std::vector<float> c_kv(static_cast<size_t>(n_ctx * latent));
+  std::vector<float> k_pe(static_cast<size_t>(n_ctx * rope));
+  for (int64_t p = 0; p < n_ctx; ++p) {
+    DecodeKvRow(cache_rows.format,
+                cache_rows.Row(blocks[static_cast<size_t>(p / block_size)],
+                               static_cast<int32_t>(p % block_size)),
+                row.data());
+    std::copy_n(row.data(), latent, c_kv.data() + p * latent);
+    std::copy_n(row.data() + latent, rope, k_pe.data() + p * rope);
+  }
+  const int kv_width = n_head * (nope + dv);
+  std::vector<float> kv(static_cast<size_t>(n_ctx * kv_width));
+  MatMul(ctx.exec, w.kv_b_proj, c_kv.data(), n_ctx, kv.data());
+  // K_h [n_head][n_ctx, dk] and V_h^T [n_head][dv, n_ctx].
+  std::vector<float> keys(static_cast<size_t>(n_head * n_ctx * dk));
+  std::vector<float> values_t(static_cast<size_t>(n_head * dv * n_ctx));
+  ctx.exec.pool.ParallelFor(n_head, [&](int64_t h, int) {
+    float* k_h = keys.data() + h * n_ctx * dk;
+    float* vt_h = values_t.data() + h * dv * n_ctx;
+    for (int64_t p = 0; p < n_ctx; ++p) {
+      const float* src = kv.data() + p * kv_width + h * (nope + dv);
+      std::copy_n(src, nope, k_h + p * dk);
+      std::copy_n(k_pe.data() + p * rope, rope, k_h + p * dk + nope);
+      for (int d = 0; d < dv; ++d) vt_h[d * n_ctx + p] = src[nope + d];
+    }
+  });
+
+  constexpr int64_t kTile = 16;  // queries per work item
+  const int64_t n_queries = static_cast<int64_t>(slice.token_indices.size());
+  const int64_t n_tiles = (n_queries + kTile - 1) / kTile;
+  ctx.exec.pool.ParallelFor(n_head * n_tiles, [&](int64_t item, int) {
+    const int64_t h = item / n_tiles;
+    const int64_t q0 = (item % n_tiles) * kTile;
+    const int64_t nq = std::min(kTile, n_queries - q0);
+    thread_local std::vector<float> q_tile, scores, probs, out;
+    q_tile.resize(static_cast<size_t>(nq * dk));
+    for (int64_t i = 0; i < nq; ++i) {
+      const int32_t t = slice.token_indices[static_cast<size_t>(q0 + i)];
+      std::copy_n(q + (static_cast<int64_t>(t) * n_head + h) * dk, dk, q_tile.data() + i * dk);
+    }
+    // Rows visible to the tile: up to the last query's position.
+    const int64_t last_pos =
+        ctx.batch[static_cast<size_t>(slice.token_indices[static_cast<size_t>(q0 + nq - 1)])].pos;
+    const int64_t visible = last_pos + 1;
+    scores.resize(static_cast<size_t>(nq * visible));
+    const WeightMatrix k_h{
+        .dtype = DType::kF32, .rows = n_ctx, .cols = dk, .data = keys.data() + h * n_ctx * dk};
+    ctx.exec.k.matmul_rows(k_h, 0, visible, q_tile.data(), nq, scores.data(), visible);
+    probs.assign(static_cast<size_t>(nq * n_ctx), 0.0f);
+    for (int64_t i = 0; i < nq; ++i) {
+      const int64_t pos =
+          ctx.batch[static_cast<size_t>(slice.token_indices[static_cast<size_t>(q0 + i)])].pos;
+      const float* s_row = scores.data() + i * visible;
+      float* p_row = probs.data() + i * n_ctx;
+      float max_score = -INFINITY;
+      for (int64_t j = 0; j <= pos; ++j)
+        max_score = std::max(max_score, s_row[j] * ctx.attention_scale);
+      double sum = 0.0;
+      for (int64_t j = 0; j <= pos; ++j) {
+        p_row[j] = std::exp(s_row[j] * ctx.attention_scale - max_score);
+        sum += p_row[j];
+      }
+      const float inv = static_cast<float>(1.0 / sum);
+      for (int64_t j = 0; j <= pos; ++j) p_row[j] *= inv;
+    }
+    out.resize(static_cast<size_t>(nq * dv));
+    const WeightMatrix vt_h{
+        .dtype = DType::kF32, .rows = dv, .cols = n_ctx, .data = values_t.data() + h * dv * n_ctx};
+    ctx.exec.k.matmul_rows(vt_h, 0, dv, probs.data(), nq, out.data(), dv);
+    for (int64_t i = 0; i < nq; ++i) {
+      const int32_t t = slice.token_indices[static_cast<size_t>(q0 + i)];
+      std::copy_n(out.data() + i * dv, dv, o + (static_cast<int64_t>(t) * n_head + h) * dv);
+    }
+  });
+}
+
 // Naive path for one sequence: expands every cached row its tokens see into per-head K/V rows
 // (f32, MHA layout) and runs the same attention core with n_head_kv = n_head_q.
 void AttendNaive(const LayerContext& ctx, const MlaWeights& w, const float* q,
@@ -233,7 +331,9 @@ void MlaAttention(const LayerContext& ctx, const MlaWeights& w, const float* x, 
 
   std::vector<float> o(static_cast<size_t>(n * c.num_attention_heads * c.v_head_dim));
   for (const SequenceSlice& slice : ctx.sequences) {
-    if (slice.use_naive_mla) {
+    if (slice.use_naive_mla && ctx.cache.window() == 0) {
+      AttendNaiveFull(ctx, w, q.data(), slice, o.data());
+    } else if (slice.use_naive_mla) {
       AttendNaive(ctx, w, q.data(), slice, o.data());
     } else {
       AttendAbsorbed(ctx, w, q.data(), slice.token_indices, o.data());
