@@ -40,8 +40,9 @@ void WeightMatrix::DecodeRow(int64_t r, float* out) const {
     }
     case DType::kI8: {
       const int8_t* src = static_cast<const int8_t*>(data) + r * Q8PaddedCols(n);
-      const float* scales = block_scale + r * (Q8PaddedCols(n) / kQ8Block);
-      for (int64_t c = 0; c < n; ++c) out[c] = static_cast<float>(src[c]) * scales[c / kQ8Block];
+      const uint16_t* scales = q8_scales + r * (Q8PaddedCols(n) / kQ8Block);
+      for (int64_t c = 0; c < n; ++c)
+        out[c] = static_cast<float>(src[c]) * F16ToF32(scales[c / kQ8Block]);
       return;
     }
     default:

@@ -15,11 +15,12 @@ struct WeightMatrix {
   int64_t cols = 0;            // in_features
   const void* data = nullptr;  // [rows, cols]; kI8: [rows, Q8PaddedCols(cols)]
   // FP8: dequantisation multipliers `weight_scale_inv`
-  // [ceil(rows / block_rows), ceil(cols / block_cols)]. kI8: per-row block scales, block_rows = 1,
-  // block_cols = kQ8Block, [rows, Q8PaddedCols(cols) / kQ8Block].
+  // [ceil(rows / block_rows), ceil(cols / block_cols)].
   const float* block_scale = nullptr;
   int block_rows = 0;
   int block_cols = 0;
+  // kI8: float16 block scales [rows, Q8PaddedCols(cols) / kQ8Block].
+  const uint16_t* q8_scales = nullptr;
 
   // Bytes of one stored row (kI8 rows are padded).
   int64_t RowStride() const;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/dtype.h"
+
 namespace mlarun {
 
 void QuantizeRowQ8(const float* w, int64_t cols, int8_t* q, float* scales) {
@@ -17,6 +19,22 @@ void QuantizeRowQ8(const float* w, int64_t cols, int8_t* q, float* scales) {
     const float scale = max_abs / 127.0f;
     const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
     scales[b] = scale;
+    for (int64_t i = begin; i < begin + kQ8Block; ++i) {
+      q[i] = i < end ? static_cast<int8_t>(std::lrint(std::clamp(w[i] * inv, -127.0f, 127.0f))) : 0;
+    }
+  }
+}
+
+void QuantizeWeightRowQ8(const float* w, int64_t cols, int8_t* q, uint16_t* scales) {
+  const int64_t padded = Q8PaddedCols(cols);
+  for (int64_t b = 0; b < padded / kQ8Block; ++b) {
+    const int64_t begin = b * kQ8Block;
+    const int64_t end = std::min(cols, begin + kQ8Block);
+    float max_abs = 0.0f;
+    for (int64_t i = begin; i < end; ++i) max_abs = std::max(max_abs, std::fabs(w[i]));
+    scales[b] = F32ToF16(max_abs / 127.0f);
+    const float scale = F16ToF32(scales[b]);
+    const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
     for (int64_t i = begin; i < begin + kQ8Block; ++i) {
       q[i] = i < end ? static_cast<int8_t>(std::lrint(std::clamp(w[i] * inv, -127.0f, 127.0f))) : 0;
     }

@@ -1,7 +1,8 @@
 // 8-bit block quantisation (in the spirit of GGUF's Q8_0): weights and activations are split
 // into blocks of 32 values along the reduction dimension, each block stored as int8 values in
-// [-127, 127] with one float32 scale (max|x| / 127). A block's dot product is computed exactly in
-// int32 and scaled once: dot(w, x) ~= sum_b (ws_b * xs_b) * sum_i wq_i xq_i.
+// [-127, 127] with one scale (max|x| / 127): float16 for weights (34 bytes per 32 values, as
+// Q8_0), float32 for activations. A block's dot product is computed exactly in int32 and scaled
+// once: dot(w, x) ~= sum_b (ws_b * xs_b) * sum_i wq_i xq_i.
 #pragma once
 
 #include <cstdint>
@@ -27,9 +28,11 @@ struct Q8Activations {
 // Quantises x [n_tokens, cols] into `out` (buffers reused).
 void QuantizeActivationsQ8(const float* x, int64_t n_tokens, int64_t cols, Q8Activations* out);
 
-// Quantises one weight row of `cols` values: q [padded cols, zero-padded to a multiple of 64],
-// scales [padded cols / kQ8Block].
-void QuantizeRowQ8(const float* w, int64_t cols, int8_t* q, float* scales);
+// Quantises one activation row of `cols` values: q [padded cols, zero-padded to a multiple of
+// 64], scales [padded cols / kQ8Block].
+void QuantizeRowQ8(const float* x, int64_t cols, int8_t* q, float* scales);
+// Quantises one weight row with float16 scales (values quantised with the rounded scale).
+void QuantizeWeightRowQ8(const float* w, int64_t cols, int8_t* q, uint16_t* scales);
 
 // Returns cols rounded up to the padded row length of Q8 storage.
 inline int64_t Q8PaddedCols(int64_t cols) { return (cols + 63) / 64 * 64; }

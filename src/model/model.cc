@@ -123,28 +123,7 @@ int64_t Model::WeightBytesPerDecodedToken() const {
 
 void Model::QuantizeDerivedQ8() {
   for (LayerWeights& layer : weights_.layers) {
-    for (WeightMatrix& m : layer.mla.w_uk_t) {
-      const WeightMatrix source = m;
-      const int64_t stride = Q8PaddedCols(source.cols);
-      auto values = std::make_unique<uint8_t[]>(static_cast<size_t>(source.rows * stride));
-      auto scales =
-          std::make_unique<uint8_t[]>(static_cast<size_t>(source.rows * (stride / kQ8Block)) * 4);
-      std::vector<float> row(static_cast<size_t>(source.cols));
-      for (int64_t r = 0; r < source.rows; ++r) {
-        source.DecodeRow(r, row.data());
-        QuantizeRowQ8(row.data(), source.cols, reinterpret_cast<int8_t*>(values.get()) + r * stride,
-                      reinterpret_cast<float*>(scales.get()) + r * (stride / kQ8Block));
-      }
-      m = {.dtype = DType::kI8,
-           .rows = source.rows,
-           .cols = source.cols,
-           .data = values.get(),
-           .block_scale = reinterpret_cast<const float*>(scales.get()),
-           .block_rows = 1,
-           .block_cols = kQ8Block};
-      weights_.owned.push_back(std::move(values));
-      weights_.owned.push_back(std::move(scales));
-    }
+    for (WeightMatrix& m : layer.mla.w_uk_t) m = QuantizeMatrixQ8(nullptr, m, weights_);
   }
 }
 

@@ -17,22 +17,16 @@ namespace {
 
 // Allocates padded Q8 storage for a rows x cols matrix and returns the matrix view.
 WeightMatrix AllocateQ8(int64_t rows, int64_t cols, ModelWeights& weights, int8_t** values,
-                        float** scales) {
+                        uint16_t** scales) {
   const int64_t stride = Q8PaddedCols(cols);
   auto value_buffer = std::make_unique<uint8_t[]>(static_cast<size_t>(rows * stride));
-  auto scale_buffer =
-      std::make_unique<uint8_t[]>(static_cast<size_t>(rows * (stride / kQ8Block)) * sizeof(float));
+  auto scale_buffer = std::make_unique<uint8_t[]>(static_cast<size_t>(rows * (stride / kQ8Block)) *
+                                                  sizeof(uint16_t));
   *values = reinterpret_cast<int8_t*>(value_buffer.get());
-  *scales = reinterpret_cast<float*>(scale_buffer.get());
+  *scales = reinterpret_cast<uint16_t*>(scale_buffer.get());
   weights.owned.push_back(std::move(value_buffer));
   weights.owned.push_back(std::move(scale_buffer));
-  return {.dtype = DType::kI8,
-          .rows = rows,
-          .cols = cols,
-          .data = *values,
-          .block_scale = *scales,
-          .block_rows = 1,
-          .block_cols = kQ8Block};
+  return {.dtype = DType::kI8, .rows = rows, .cols = cols, .data = *values, .q8_scales = *scales};
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
@@ -46,6 +40,28 @@ bool KeepsLoadedDtype(const std::string& name) {
   return EndsWith(name, "mlp.gate.weight") || name == "model.embed_tokens.weight";
 }
 
+WeightMatrix QuantizeMatrixQ8(ThreadPool* pool, const WeightMatrix& source, ModelWeights& weights) {
+  int8_t* values = nullptr;
+  uint16_t* scales = nullptr;
+  const WeightMatrix q8 = AllocateQ8(source.rows, source.cols, weights, &values, &scales);
+  const int64_t stride = Q8PaddedCols(source.cols);
+  auto quantize_rows = [&](int64_t item, int) {
+    std::vector<float> row(static_cast<size_t>(source.cols));
+    for (int64_t r = item * 64; r < std::min(source.rows, (item + 1) * 64); ++r) {
+      source.DecodeRow(r, row.data());
+      QuantizeWeightRowQ8(row.data(), source.cols, values + r * stride,
+                          scales + r * (stride / kQ8Block));
+    }
+  };
+  const int64_t items = (source.rows + 63) / 64;
+  if (pool != nullptr) {
+    pool->ParallelFor(items, quantize_rows);
+  } else {
+    for (int64_t i = 0; i < items; ++i) quantize_rows(i, 0);
+  }
+  return q8;
+}
+
 void QuantizeWeightsQ8(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights) {
   std::vector<WeightMatrix*> targets;
   ForEachTensor(config, weights, [&](const TensorSlot& slot) {
@@ -55,21 +71,7 @@ void QuantizeWeightsQ8(ThreadPool& pool, const ModelConfig& config, ModelWeights
     }
   });
   if (config.tie_word_embeddings) targets.push_back(&weights.lm_head);  // a separate Q8 copy
-  for (WeightMatrix* m : targets) {
-    const WeightMatrix source = *m;
-    int8_t* values = nullptr;
-    float* scales = nullptr;
-    *m = AllocateQ8(source.rows, source.cols, weights, &values, &scales);
-    const int64_t stride = Q8PaddedCols(source.cols);
-    pool.ParallelFor((source.rows + 63) / 64, [&](int64_t item, int) {
-      std::vector<float> row(static_cast<size_t>(source.cols));
-      for (int64_t r = item * 64; r < std::min(source.rows, (item + 1) * 64); ++r) {
-        source.DecodeRow(r, row.data());
-        QuantizeRowQ8(row.data(), source.cols, values + r * stride,
-                      scales + r * (stride / kQ8Block));
-      }
-    });
-  }
+  for (WeightMatrix* m : targets) *m = QuantizeMatrixQ8(&pool, *m, weights);
 }
 
 void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,
@@ -80,22 +82,22 @@ void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,
   const int64_t rows = t.shape[0];
   const int64_t cols = t.shape[1];
   const int64_t file_blocks = (cols + kQ8Block - 1) / kQ8Block;
-  if (s->dtype != DType::kF32 || s->shape != std::vector<int64_t>{rows, file_blocks}) {
-    throw Error(s->file + ": tensor '" + scale_name + "' must be F32 of shape [" +
+  if (s->dtype != DType::kF16 || s->shape != std::vector<int64_t>{rows, file_blocks}) {
+    throw Error(s->file + ": tensor '" + scale_name + "' must be F16 of shape [" +
                 std::to_string(rows) + ", " + std::to_string(file_blocks) + "], got " +
                 std::string(DTypeName(s->dtype)) + " " + s->ShapeString());
   }
   int8_t* values = nullptr;
-  float* scales = nullptr;
+  uint16_t* scales = nullptr;
   m = AllocateQ8(rows, cols, weights, &values, &scales);
   const int64_t stride = Q8PaddedCols(cols);
   const int64_t padded_blocks = stride / kQ8Block;
   for (int64_t r = 0; r < rows; ++r) {
     std::memcpy(values + r * stride, t.data + r * cols, static_cast<size_t>(cols));
     std::memset(values + r * stride + cols, 0, static_cast<size_t>(stride - cols));
-    std::memcpy(scales + r * padded_blocks, s->data + r * file_blocks * 4,
-                static_cast<size_t>(file_blocks) * 4);
-    for (int64_t b = file_blocks; b < padded_blocks; ++b) scales[r * padded_blocks + b] = 0.0f;
+    std::memcpy(scales + r * padded_blocks, s->data + r * file_blocks * 2,
+                static_cast<size_t>(file_blocks) * 2);
+    for (int64_t b = file_blocks; b < padded_blocks; ++b) scales[r * padded_blocks + b] = 0;
   }
 }
 
@@ -129,14 +131,14 @@ void WriteQ8Model(const ModelConfig& config, const ModelWeights& loaded, const s
       const int64_t stride = Q8PaddedCols(m.cols);
       const int64_t blocks = (m.cols + kQ8Block - 1) / kQ8Block;
       TensorToWrite q{slot.name, DType::kI8, {m.rows, m.cols}, {}};
-      TensorToWrite s{slot.name + "_q8_scale", DType::kF32, {m.rows, blocks}, {}};
+      TensorToWrite s{slot.name + "_q8_scale", DType::kF16, {m.rows, blocks}, {}};
       q.data.resize(static_cast<size_t>(m.rows * m.cols));
-      s.data.resize(static_cast<size_t>(m.rows * blocks) * 4);
+      s.data.resize(static_cast<size_t>(m.rows * blocks) * 2);
       for (int64_t r = 0; r < m.rows; ++r) {
         std::memcpy(q.data.data() + r * m.cols, static_cast<const int8_t*>(m.data) + r * stride,
                     static_cast<size_t>(m.cols));
-        std::memcpy(s.data.data() + r * blocks * 4, m.block_scale + r * (stride / kQ8Block),
-                    static_cast<size_t>(blocks) * 4);
+        std::memcpy(s.data.data() + r * blocks * 2, m.q8_scales + r * (stride / kQ8Block),
+                    static_cast<size_t>(blocks) * 2);
       }
       tensors.push_back(std::move(q));
       tensors.push_back(std::move(s));

@@ -15,6 +15,9 @@ namespace mlarun {
 // read per token). Norms and biases are float32 vectors anyway.
 bool KeepsLoadedDtype(const std::string& tensor_name);
 
+// Returns a Q8 copy of `source` (storage owned by `weights`); rows in parallel if `pool` is set.
+WeightMatrix QuantizeMatrixQ8(ThreadPool* pool, const WeightMatrix& source, ModelWeights& weights);
+
 // Quantises every other matrix of `weights` to Q8 blocks (kernels/quant.h), rows in parallel.
 void QuantizeWeightsQ8(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights);
 
@@ -23,8 +26,8 @@ void QuantizeWeightsQ8(ThreadPool& pool, const ModelConfig& config, ModelWeights
 void WriteQ8Model(const ModelConfig& config, const ModelWeights& weights,
                   const std::string& src_dir, const std::string& out_dir);
 
-// Binds an I8 tensor of a Q8 checkpoint (weight + `<name>_q8_scale`) to `m`, padding rows to the
-// kernel's stride where needed. Throws Error naming the file and tensor.
+// Binds an I8 tensor of a Q8 checkpoint (weight + F16 `<name>_q8_scale`) to `m`, padding rows to
+// the kernel's stride where needed. Throws Error naming the file and tensor.
 class SafetensorsArchive;
 struct TensorInfo;
 void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,

@@ -83,18 +83,16 @@ TEST_P(SimdTest, Q8MatMulMatchesScalarAndIsBatchInvariant) {
     const int64_t stride = Q8PaddedCols(cols);
     const std::vector<float> w = Random(static_cast<size_t>(rows * cols), 7);
     std::vector<int8_t> q(static_cast<size_t>(rows * stride));
-    std::vector<float> scales(static_cast<size_t>(rows * (stride / kQ8Block)));
+    std::vector<uint16_t> scales(static_cast<size_t>(rows * (stride / kQ8Block)));
     for (int64_t r = 0; r < rows; ++r) {
-      QuantizeRowQ8(w.data() + r * cols, cols, q.data() + r * stride,
-                    scales.data() + r * (stride / kQ8Block));
+      QuantizeWeightRowQ8(w.data() + r * cols, cols, q.data() + r * stride,
+                          scales.data() + r * (stride / kQ8Block));
     }
     const WeightMatrix m{.dtype = DType::kI8,
                          .rows = rows,
                          .cols = cols,
                          .data = q.data(),
-                         .block_scale = scales.data(),
-                         .block_rows = 1,
-                         .block_cols = kQ8Block};
+                         .q8_scales = scales.data()};
     const int64_t n = 9;
     const std::vector<float> x = Random(static_cast<size_t>(n * cols), 8);
     Q8Activations acts;

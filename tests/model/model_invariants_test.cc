@@ -177,32 +177,36 @@ TEST(ModelTest, LowPrecisionWeightsStayCloseToF32) {
 }
 
 TEST(ModelTest, Int8WeightsStayCloseToF32AndQuantizedFilesLoadIdentically) {
-  // Measured on tiny-v3 (16 positions, logits up to ~4): mean |diff| 0.062 and median
-  // per-position max 0.12 against f32 weights; greedy argmax equal on 14 of 16 positions.
+  // Closeness on a dense model (MoE routing flips make single positions of the random MoE presets
+  // jump): measured on tiny-llama-gqa, 16 positions, logits up to ~4.
+  {
+    const std::string dir = testing::MakeTestModel("tiny-llama-gqa");
+    const auto ids = TestIds(16);
+    const auto f32 = RunLogits(*Model::Load(dir), ids, {});
+    const auto int8 = RunLogits(*Model::Load(dir, {.weights = WeightFormat::kInt8}), ids, {});
+    const DiffStats stats = Compare(f32, int8, 512);
+    int same_argmax = 0;
+    for (size_t t = 0; t < ids.size(); ++t) {
+      const auto row_f32 = f32.begin() + static_cast<std::ptrdiff_t>(t * 512);
+      const auto row_int8 = int8.begin() + static_cast<std::ptrdiff_t>(t * 512);
+      same_argmax += std::max_element(row_f32, row_f32 + 512) - row_f32 ==
+                     std::max_element(row_int8, row_int8 + 512) - row_int8;
+    }
+    std::printf(
+        "int8 vs f32 weights (tiny-llama-gqa): mean %.4f median max %.4f, argmax equal %d/16\n",
+        stats.mean, stats.median_max, same_argmax);
+    EXPECT_GT(stats.mean, 0.0);
+    EXPECT_LT(stats.mean, 0.03);
+    EXPECT_GE(same_argmax, 15);
+  }
+  // `mlarun quantize` output loads to bitwise the same logits, and every ISA agrees closely.
   const std::string dir = testing::MakeTestModel("tiny-v3");
   const auto ids = TestIds(16);
-  const auto f32 = RunLogits(*Model::Load(dir), ids, {});
   const auto int8_model = Model::Load(dir, {.weights = WeightFormat::kInt8});
   const auto int8 = RunLogits(*int8_model, ids, {});
-  const DiffStats stats = Compare(f32, int8, 512);
-  int same_argmax = 0;
-  for (size_t t = 0; t < ids.size(); ++t) {
-    const auto a = std::max_element(f32.begin() + t * 512, f32.begin() + (t + 1) * 512) -
-                   (f32.begin() + t * 512);
-    const auto b = std::max_element(int8.begin() + t * 512, int8.begin() + (t + 1) * 512) -
-                   (int8.begin() + t * 512);
-    same_argmax += a == b;
-  }
-  std::printf("int8 vs f32 weights: mean %.4f median max %.4f, argmax equal %d/16\n", stats.mean,
-              stats.median_max, same_argmax);
-  EXPECT_GT(stats.mean, 0.0);
-  EXPECT_LT(stats.mean, 0.1);
-  EXPECT_GE(same_argmax, 13);
-  // `mlarun quantize` output loads to bitwise the same logits.
   const std::string q8_dir = dir + "_q8";
   WriteQ8Model(int8_model->config(), int8_model->weights(), dir, q8_dir);
   EXPECT_EQ(RunLogits(*Model::Load(q8_dir), ids, {}), int8);
-  // And every ISA agrees closely on the Q8 model.
   for (Isa isa : SupportedIsas()) {
     EXPECT_LT(MaxAbsDiff(RunLogits(*int8_model, ids, {.isa = isa}), int8), 1e-3) << IsaName(isa);
   }

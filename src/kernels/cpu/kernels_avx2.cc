@@ -55,6 +55,7 @@ struct V {
     return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
   }
   static F BlockScales(const float* s) { return _mm256_set1_ps(s[0]); }
+  static F BlockScalesF16(const uint16_t* s) { return _mm256_set1_ps(_cvtsh_ss(s[0])); }
 };
 
 }  // namespace mlarun::avx2

@@ -48,6 +48,10 @@ struct V {
     return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(s[0])), _mm256_set1_ps(s[1]),
                               1);
   }
+  static F BlockScalesF16(const uint16_t* s) {
+    const float f[2] = {_cvtsh_ss(s[0]), _cvtsh_ss(s[1])};
+    return BlockScales(f);
+  }
 };
 
 }  // namespace mlarun::avx512

@@ -140,7 +140,7 @@ void MatMulRows(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const
 // bytes (one or two blocks): an exact integer dot per lane group, converted to float, scaled by
 // the weight and activation block scales and accumulated lane-wise.
 template <int MR, int NT>
-inline void TileQ8(const int8_t* const* w_rows, const float* const* w_scales,
+inline void TileQ8(const int8_t* const* w_rows, const uint16_t* const* w_scales,
                    const Q8Activations& x, int64_t t0, float* y, int64_t ldy) {
   F acc[MR][NT];
   for (int r = 0; r < MR; ++r) {
@@ -156,7 +156,7 @@ inline void TileQ8(const int8_t* const* w_rows, const float* const* w_scales,
     }
     for (int r = 0; r < MR; ++r) {
       const typename V::PreparedQ wv = V::PrepareQ(V::LoadQ(w_rows[r] + c));
-      const F ws = V::BlockScales(w_scales[r] + b);
+      const F ws = V::BlockScalesF16(w_scales[r] + b);
       for (int t = 0; t < NT; ++t)
         acc[r][t] = V::Fma(V::Mul(V::DotQ(wv, xv[t]), ws), xs[t], acc[r][t]);
     }
@@ -167,7 +167,7 @@ inline void TileQ8(const int8_t* const* w_rows, const float* const* w_scales,
 }
 
 template <int MR>
-inline void RowTileQ8(const int8_t* const* w_rows, const float* const* w_scales,
+inline void RowTileQ8(const int8_t* const* w_rows, const uint16_t* const* w_scales,
                       const Q8Activations& x, float* y, int64_t ldy) {
   int64_t t = 0;
   for (; t + 4 <= x.n_tokens; t += 4) TileQ8<MR, 4>(w_rows, w_scales, x, t, y + t * ldy, ldy);
@@ -191,18 +191,18 @@ void MatMulRowsQ8(const WeightMatrix& w, int64_t row_begin, int64_t row_end, con
   const int64_t stride = Q8PaddedCols(w.cols);
   const int64_t n_blocks = stride / kQ8Block;
   const int8_t* rows[4];
-  const float* scales[4];
+  const uint16_t* scales[4];
   int64_t r = row_begin;
   for (; r + 4 <= row_end; r += 4) {
     for (int i = 0; i < 4; ++i) {
       rows[i] = static_cast<const int8_t*>(w.data) + (r + i) * stride;
-      scales[i] = w.block_scale + (r + i) * n_blocks;
+      scales[i] = w.q8_scales + (r + i) * n_blocks;
     }
     RowTileQ8<4>(rows, scales, x, y + (r - row_begin), ldy);
   }
   for (; r < row_end; ++r) {
     rows[0] = static_cast<const int8_t*>(w.data) + r * stride;
-    scales[0] = w.block_scale + r * n_blocks;
+    scales[0] = w.q8_scales + r * n_blocks;
     RowTileQ8<1>(rows, scales, x, y + (r - row_begin), ldy);
   }
 }

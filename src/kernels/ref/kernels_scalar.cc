@@ -34,7 +34,7 @@ void MatMulRowsQ8Scalar(const WeightMatrix& w, int64_t row_begin, int64_t row_en
   const int64_t n_blocks = stride / kQ8Block;
   for (int64_t r = row_begin; r < row_end; ++r) {
     const int8_t* wr = static_cast<const int8_t*>(w.data) + r * stride;
-    const float* ws = w.block_scale + r * n_blocks;
+    const uint16_t* ws = w.q8_scales + r * n_blocks;
     for (int64_t t = 0; t < x.n_tokens; ++t) {
       const int8_t* xr = x.Row(t);
       const float* xs = x.Scales(t);
@@ -43,7 +43,7 @@ void MatMulRowsQ8Scalar(const WeightMatrix& w, int64_t row_begin, int64_t row_en
         int32_t isum = 0;
         for (int i = 0; i < kQ8Block; ++i)
           isum += int32_t{wr[b * kQ8Block + i]} * xr[b * kQ8Block + i];
-        acc += static_cast<float>(isum) * ws[b] * xs[b];
+        acc += static_cast<float>(isum) * F16ToF32(ws[b]) * xs[b];
       }
       y[t * ldy + (r - row_begin)] = acc;
     }
