@@ -80,9 +80,7 @@ class ChatSession {
         .max_new_tokens = static_cast<int>(std::min<int64_t>(args_.max_tokens, room)),
         .sampling = args_.sampling};
     options.sampling.seed += static_cast<uint64_t>(turn_);
-    options.stop_ids.push_back(tokenizer_.eos_id());
-    for (int64_t eos : model_->config().eos_token_ids)
-      options.stop_ids.push_back(static_cast<int32_t>(eos));
+    options.stop_ids = StopTokenIds(*model_, &tokenizer_);
     options.on_token = [&](int32_t token) {
       bool stopped = false;
       std::fputs(stream.Push(token, &stopped).c_str(), stdout);
@@ -196,13 +194,7 @@ void RegisterChat(CLI::App& app, int* exit_code) {
   cmd->add_option("--system", args->system, "System prompt");
   cmd->add_option("-n,--max-tokens", args->max_tokens, "Max tokens per reply")
       ->capture_default_str();
-  cmd->add_option("--temperature", args->sampling.temperature, "0 = greedy")->capture_default_str();
-  cmd->add_option("--top-k", args->sampling.top_k, "0 = off")->capture_default_str();
-  cmd->add_option("--top-p", args->sampling.top_p, "1 = off")->capture_default_str();
-  cmd->add_option("--min-p", args->sampling.min_p, "0 = off")->capture_default_str();
-  cmd->add_option("--repeat-penalty", args->sampling.repetition_penalty, "1 = off")
-      ->capture_default_str();
-  cmd->add_option("--seed", args->sampling.seed, "Sampling seed")->capture_default_str();
+  AddSamplingOptions(*cmd, args->sampling);
   cmd->callback([args, exit_code] { *exit_code = RunChat(*args); });
 }
 

@@ -64,11 +64,7 @@ int RunGenerate(const GenerateArgs& args) {
   GenerateOptions options{.max_new_tokens = static_cast<int>(
                               std::min<int64_t>(args.n, ctx - static_cast<int64_t>(prompt.size()))),
                           .sampling = args.sampling};
-  if (!args.ignore_eos) {
-    for (int64_t eos : model->config().eos_token_ids)
-      options.stop_ids.push_back(static_cast<int32_t>(eos));
-    if (tokenizer) options.stop_ids.push_back(tokenizer->eos_id());
-  }
+  if (!args.ignore_eos) options.stop_ids = StopTokenIds(*model, tokenizer ? &*tokenizer : nullptr);
   if (args.expert_stats) options.expert_stats = &stats;
   ProgressBar prefill_bar("prefill", static_cast<int64_t>(prompt.size()));
   if (static_cast<int>(prompt.size()) > options.prefill_chunk) {
@@ -123,17 +119,7 @@ void RegisterGenerate(CLI::App& app, int* exit_code) {
   cmd->add_option("-c,--ctx-size", args->ctx_size,
                   "Context length limit (default: max_position_embeddings)");
   cmd->add_option("-n,--max-tokens", args->n, "Tokens to generate")->capture_default_str();
-  cmd->add_option("--temperature", args->sampling.temperature, "0 = greedy")->capture_default_str();
-  cmd->add_option("--top-k", args->sampling.top_k, "0 = off")->capture_default_str();
-  cmd->add_option("--top-p", args->sampling.top_p, "1 = off")->capture_default_str();
-  cmd->add_option("--min-p", args->sampling.min_p, "0 = off")->capture_default_str();
-  cmd->add_option("--repeat-penalty", args->sampling.repetition_penalty, "1 = off")
-      ->capture_default_str();
-  cmd->add_option("--presence-penalty", args->sampling.presence_penalty, "0 = off")
-      ->capture_default_str();
-  cmd->add_option("--frequency-penalty", args->sampling.frequency_penalty, "0 = off")
-      ->capture_default_str();
-  cmd->add_option("--seed", args->sampling.seed, "Sampling seed")->capture_default_str();
+  AddSamplingOptions(*cmd, args->sampling);
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Do not stop at EOS");
   cmd->add_flag("--expert-stats", args->expert_stats,
                 "Print tokens per routed expert per MoE layer");

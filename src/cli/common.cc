@@ -74,6 +74,25 @@ std::unique_ptr<Model> LoadModel(const ModelArgs& args, ThreadPool& pool) {
   return model;
 }
 
+void AddSamplingOptions(CLI::App& app, SamplerOptions& sampling) {
+  app.add_option("--temperature", sampling.temperature, "0 = greedy")->capture_default_str();
+  app.add_option("--top-k", sampling.top_k, "0 = off")->capture_default_str();
+  app.add_option("--top-p", sampling.top_p, "1 = off")->capture_default_str();
+  app.add_option("--min-p", sampling.min_p, "0 = off")->capture_default_str();
+  app.add_option("--repeat-penalty", sampling.repetition_penalty, "1 = off")->capture_default_str();
+  app.add_option("--presence-penalty", sampling.presence_penalty, "0 = off")->capture_default_str();
+  app.add_option("--frequency-penalty", sampling.frequency_penalty, "0 = off")
+      ->capture_default_str();
+  app.add_option("--seed", sampling.seed, "Sampling seed")->capture_default_str();
+}
+
+std::vector<int32_t> StopTokenIds(const Model& model, const Tokenizer* tokenizer) {
+  std::vector<int32_t> ids;
+  for (int64_t eos : model.config().eos_token_ids) ids.push_back(static_cast<int32_t>(eos));
+  if (tokenizer != nullptr) ids.push_back(tokenizer->eos_id());
+  return ids;
+}
+
 const KernelTable& SelectKernels(const ModelArgs& args, const std::string& fallback) {
   std::string name = args.isa;
   if (name.empty()) {

@@ -12,6 +12,8 @@
 #include "kernels/kernel_table.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
+#include "runtime/sampler.h"
+#include "tokenizer/tokenizer.h"
 
 namespace mlarun::cli {
 
@@ -31,6 +33,12 @@ struct KvArgs {
 
 // Adds --model, -t/--threads, --isa and --weights.
 void AddModelOptions(CLI::App& app, ModelArgs& args);
+// Adds --temperature, --top-k, --top-p, --min-p, --repeat-penalty, --presence-penalty,
+// --frequency-penalty and --seed.
+void AddSamplingOptions(CLI::App& app, SamplerOptions& sampling);
+// The end-of-sequence ids that stop generation: config.json's eos_token_id(s) and the
+// tokenizer's EOS (when there is one).
+std::vector<int32_t> StopTokenIds(const Model& model, const Tokenizer* tokenizer);
 // Adds --kv-dtype, --kv-policy, --kv-budget, --kv-block-size.
 void AddKvOptions(CLI::App& app, KvArgs& args, const std::string& default_dtype);
 

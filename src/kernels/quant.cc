@@ -9,36 +9,37 @@
 
 namespace mlarun {
 
-void QuantizeRowQ8(const float* w, int64_t cols, int8_t* q, float* scales) {
+namespace {
+
+// Quantises each block of 32 with scale = round(max|x| / 127): `store_scale(block, scale)` keeps
+// the scale in its storage type and returns the value the int8 values are computed with.
+template <typename StoreScale>
+void QuantizeBlocks(const float* x, int64_t cols, int8_t* q, StoreScale store_scale) {
   const int64_t padded = Q8PaddedCols(cols);
   for (int64_t b = 0; b < padded / kQ8Block; ++b) {
     const int64_t begin = b * kQ8Block;
     const int64_t end = std::min(cols, begin + kQ8Block);
     float max_abs = 0.0f;
-    for (int64_t i = begin; i < end; ++i) max_abs = std::max(max_abs, std::fabs(w[i]));
-    const float scale = max_abs / 127.0f;
+    for (int64_t i = begin; i < end; ++i) max_abs = std::max(max_abs, std::fabs(x[i]));
+    const float scale = store_scale(b, max_abs / 127.0f);
     const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
-    scales[b] = scale;
     for (int64_t i = begin; i < begin + kQ8Block; ++i) {
-      q[i] = i < end ? static_cast<int8_t>(std::lrint(std::clamp(w[i] * inv, -127.0f, 127.0f))) : 0;
+      q[i] = i < end ? static_cast<int8_t>(std::lrint(std::clamp(x[i] * inv, -127.0f, 127.0f))) : 0;
     }
   }
 }
 
+}  // namespace
+
+void QuantizeRowQ8(const float* x, int64_t cols, int8_t* q, float* scales) {
+  QuantizeBlocks(x, cols, q, [&](int64_t b, float scale) { return scales[b] = scale; });
+}
+
 void QuantizeWeightRowQ8(const float* w, int64_t cols, int8_t* q, uint16_t* scales) {
-  const int64_t padded = Q8PaddedCols(cols);
-  for (int64_t b = 0; b < padded / kQ8Block; ++b) {
-    const int64_t begin = b * kQ8Block;
-    const int64_t end = std::min(cols, begin + kQ8Block);
-    float max_abs = 0.0f;
-    for (int64_t i = begin; i < end; ++i) max_abs = std::max(max_abs, std::fabs(w[i]));
-    scales[b] = F32ToF16(max_abs / 127.0f);
-    const float scale = F16ToF32(scales[b]);
-    const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
-    for (int64_t i = begin; i < begin + kQ8Block; ++i) {
-      q[i] = i < end ? static_cast<int8_t>(std::lrint(std::clamp(w[i] * inv, -127.0f, 127.0f))) : 0;
-    }
-  }
+  QuantizeBlocks(w, cols, q, [&](int64_t b, float scale) {
+    scales[b] = F32ToF16(scale);
+    return F16ToF32(scales[b]);
+  });
 }
 
 void QuantizeActivationsQ8(const float* x, int64_t n_tokens, int64_t cols, Q8Activations* out) {

@@ -57,35 +57,11 @@ void KvCache::RemoveSequence(int32_t seq) {
 int64_t KvCache::Length(int32_t seq) const { return Get(seq).length; }
 
 int32_t KvCache::ForkSequence(int32_t source, int64_t n_tokens) {
-  if (window_ != 0) throw Error("KV cache: sequences can only be forked under the full policy");
-  {
-    const Sequence& src = Get(source);
-    MLARUN_CHECK(n_tokens >= 0 && n_tokens <= src.length);
-  }
-  const bool partial = n_tokens % block_size_ != 0;
-  if (partial && pool_.FreeBlocks() == 0) return -1;
-  const int32_t fork = AddSequence();  // may reallocate sequences_: take references after it
   const Sequence& src = Get(source);
-  Sequence& dst = Get(fork);
-  const int64_t full_blocks = n_tokens / block_size_;
-  for (int64_t b = 0; b < full_blocks; ++b) {
-    const int32_t block = src.blocks[static_cast<size_t>(b)];
-    pool_.Retain(block);
-    dst.blocks.push_back(block);
-  }
-  if (partial) {
-    const int32_t copy = pool_.Allocate();
-    const int32_t from = src.blocks[static_cast<size_t>(full_blocks)];
-    const int rows = static_cast<int>(n_tokens % block_size_);
-    for (size_t layer = 0; layer < pool_.layout().layers.size(); ++layer) {
-      const int l = static_cast<int>(layer);
-      std::memcpy(pool_.Row(l, copy, 0), pool_.Row(l, from, 0),
-                  static_cast<size_t>(rows) * pool_.layout().layers[layer].RowBytes());
-    }
-    dst.blocks.push_back(copy);
-  }
-  dst.length = n_tokens;
-  return fork;
+  MLARUN_CHECK(n_tokens >= 0 && n_tokens <= src.length);
+  // Copy the table: AddSequenceFromBlocks may grow `sequences_` and move `src`.
+  const std::vector<int32_t> blocks = src.blocks;
+  return AddSequenceFromBlocks(blocks, n_tokens);
 }
 
 int32_t KvCache::AddSequenceFromBlocks(std::span<const int32_t> blocks, int64_t n_tokens) {
@@ -149,7 +125,8 @@ bool KvCache::Reserve(int32_t seq, int64_t n_new) {
 void KvCache::WriteRow(int32_t seq, int layer, int64_t pos, const float* values) {
   Sequence& s = Get(seq);
   const int32_t block = s.blocks.at(static_cast<size_t>(pos / block_size_));
-  if (block < 0) throw Error("KV cache: write to a recycled block at position " + std::to_string(pos));
+  if (block < 0)
+    throw Error("KV cache: write to a recycled block at position " + std::to_string(pos));
   EncodeKvRow(pool_.layout().layers[static_cast<size_t>(layer)], values,
               pool_.Row(layer, block, static_cast<int>(pos % block_size_)));
 }
@@ -168,8 +145,7 @@ void KvCache::UpdateSummaries(int32_t seq, int layer, int64_t n_written) {
     for (int i = 0; i < k; ++i) {
       const int64_t pos = policy_.sinks + g * k + i;
       const int32_t block = s.blocks[static_cast<size_t>(pos / block_size_)];
-      DecodeKvRow(format, pool_.Row(layer, block, static_cast<int>(pos % block_size_)),
-                  row.data());
+      DecodeKvRow(format, pool_.Row(layer, block, static_cast<int>(pos % block_size_)), row.data());
       for (int v = 0; v < n_values; ++v) sum[static_cast<size_t>(v)] += row[static_cast<size_t>(v)];
     }
     for (float& v : sum) v /= static_cast<float>(k);
