@@ -53,8 +53,9 @@ void WeightMatrix::DecodeRow(int64_t r, float* out) const {
 void MatMulRows(Exec& exec, const WeightMatrix& w, int64_t row_begin, int64_t row_end,
                 const float* x, int64_t n_tokens, float* y) {
   const int64_t n_rows = row_end - row_begin;
-  // Rows per work item: large enough to amortise scheduling, small enough to balance threads.
-  const int64_t block = n_rows >= 4096 ? 64 : 16;
+  // Rows per work item: large enough to amortise scheduling and to reuse activations across
+  // rows (prefill), small enough to balance threads on short matrices (decode).
+  const int64_t block = n_rows >= 4096 || n_tokens > 8 ? 64 : 16;
   if (w.dtype == DType::kI8) {
     // Activations are quantised once per call (per token and block, independent of the batch).
     // Workers must see the caller's buffer: bind a reference (a thread_local named inside the

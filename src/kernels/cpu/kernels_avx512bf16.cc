@@ -44,39 +44,40 @@ inline void Tile(const uint16_t* const* rows, const uint16_t* x, int64_t cols, f
   }
 }
 
-template <int MR>
-inline void RowTile(const uint16_t* const* rows, const uint16_t* x, int64_t n_tokens, int64_t cols,
-                    float* y, int64_t ldy) {
-  int64_t t = 0;
-  for (; t + 4 <= n_tokens; t += 4) Tile<MR, 4>(rows, x + t * cols, cols, y + t * ldy, ldy);
-  switch (n_tokens - t) {
-    case 3:
-      Tile<MR, 3>(rows, x + t * cols, cols, y + t * ldy, ldy);
-      break;
-    case 2:
-      Tile<MR, 2>(rows, x + t * cols, cols, y + t * ldy, ldy);
-      break;
-    case 1:
-      Tile<MR, 1>(rows, x + t * cols, cols, y + t * ldy, ldy);
-      break;
-    default:
-      break;
-  }
+template <int NT>
+inline void TokenTile(const uint16_t* const* rows, int64_t n_rows, const uint16_t* x, int64_t cols,
+                      float* y, int64_t ldy) {
+  int64_t r = 0;
+  for (; r + 4 <= n_rows; r += 4) Tile<4, NT>(rows + r, x, cols, y + r, ldy);
+  for (; r < n_rows; ++r) Tile<1, NT>(rows + r, x, cols, y + r, ldy);
 }
 
+// Token tiles outer (a tile of activations stays in L1), row blocks of 64 (in L2).
 void MatMulRowsBf16(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const uint16_t* x,
                     int64_t n_tokens, float* y, int64_t ldy) {
+  constexpr int64_t kBlockRows = 64;
   const int64_t cols = w.cols;
   const uint16_t* base = static_cast<const uint16_t*>(w.data);
-  const uint16_t* rows[4];
-  int64_t r = row_begin;
-  for (; r + 4 <= row_end; r += 4) {
-    for (int i = 0; i < 4; ++i) rows[i] = base + (r + i) * cols;
-    RowTile<4>(rows, x, n_tokens, cols, y + (r - row_begin), ldy);
-  }
-  for (; r < row_end; ++r) {
-    rows[0] = base + r * cols;
-    RowTile<1>(rows, x, n_tokens, cols, y + (r - row_begin), ldy);
+  const uint16_t* rows[kBlockRows];
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kBlockRows) {
+    const int64_t n = std::min(kBlockRows, row_end - r0);
+    for (int64_t i = 0; i < n; ++i) rows[i] = base + (r0 + i) * cols;
+    float* out = y + (r0 - row_begin);
+    int64_t t = 0;
+    for (; t + 4 <= n_tokens; t += 4) TokenTile<4>(rows, n, x + t * cols, cols, out + t * ldy, ldy);
+    switch (n_tokens - t) {
+      case 3:
+        TokenTile<3>(rows, n, x + t * cols, cols, out + t * ldy, ldy);
+        break;
+      case 2:
+        TokenTile<2>(rows, n, x + t * cols, cols, out + t * ldy, ldy);
+        break;
+      case 1:
+        TokenTile<1>(rows, n, x + t * cols, cols, out + t * ldy, ldy);
+        break;
+      default:
+        break;
+    }
   }
 }
 

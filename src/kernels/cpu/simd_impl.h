@@ -58,33 +58,36 @@ inline void Tile(const WT* const* rows, const float* x, int64_t ldx, int64_t col
   }
 }
 
-// All tokens for MR rows, in token tiles of 4.
-template <int MR, typename WT>
-inline void RowTile(const WT* const* rows, const float* x, int64_t n_tokens, int64_t cols, float* y,
-                    int64_t ldy) {
+// NT tokens against all `n_rows` rows, in row tiles of 4.
+template <int NT, typename WT>
+inline void TokenTile(const WT* const* rows, int64_t n_rows, const float* x, int64_t cols, float* y,
+                      int64_t ldy) {
+  int64_t r = 0;
+  for (; r + 4 <= n_rows; r += 4) Tile<4, NT>(rows + r, x, cols, cols, y + r, ldy);
+  for (; r < n_rows; ++r) Tile<1, NT>(rows + r, x, cols, cols, y + r, ldy);
+}
+
+// All tokens against `n_rows` rows. Token tiles are the outer loop, so a tile of activations
+// stays in L1 while the rows (already in L2) stream past it; x is read once per call.
+template <typename WT>
+void RowsOfType(const WT* const* rows, int64_t n_rows, const float* x, int64_t n_tokens,
+                int64_t cols, float* y, int64_t ldy) {
   int64_t t = 0;
-  for (; t + 4 <= n_tokens; t += 4) Tile<MR, 4>(rows, x + t * cols, cols, cols, y + t * ldy, ldy);
+  for (; t + 4 <= n_tokens; t += 4)
+    TokenTile<4>(rows, n_rows, x + t * cols, cols, y + t * ldy, ldy);
   switch (n_tokens - t) {
     case 3:
-      Tile<MR, 3>(rows, x + t * cols, cols, cols, y + t * ldy, ldy);
+      TokenTile<3>(rows, n_rows, x + t * cols, cols, y + t * ldy, ldy);
       break;
     case 2:
-      Tile<MR, 2>(rows, x + t * cols, cols, cols, y + t * ldy, ldy);
+      TokenTile<2>(rows, n_rows, x + t * cols, cols, y + t * ldy, ldy);
       break;
     case 1:
-      Tile<MR, 1>(rows, x + t * cols, cols, cols, y + t * ldy, ldy);
+      TokenTile<1>(rows, n_rows, x + t * cols, cols, y + t * ldy, ldy);
       break;
     default:
       break;
   }
-}
-
-template <typename WT>
-void RowsOfType(const WT* const* rows, int64_t n_rows, const float* x, int64_t n_tokens,
-                int64_t cols, float* y, int64_t ldy) {
-  int64_t r = 0;
-  for (; r + 4 <= n_rows; r += 4) RowTile<4>(rows + r, x, n_tokens, cols, y + r, ldy);
-  for (; r < n_rows; ++r) RowTile<1>(rows + r, x, n_tokens, cols, y + r, ldy);
 }
 
 void Bf16ToF32(const uint16_t* in, float* out, int64_t n) {
@@ -93,9 +96,10 @@ void Bf16ToF32(const uint16_t* in, float* out, int64_t n) {
   for (; i < n; ++i) out[i] = BF16ToF32(in[i]);
 }
 
-// Rows per decoded block when the weights must be converted to f32 first (f16, fp8, or bf16 with
-// many tokens, where converting once beats converting in registers for every token tile).
-constexpr int64_t kDecodeRows = 16;
+// Rows per block of the row range (and per decoded block when the weights must be converted to
+// f32 first: f16, fp8, or bf16 with many tokens, where converting once beats converting in
+// registers for every token tile). 64 f32 rows of 2048 columns (512 KB) stay in L2.
+constexpr int64_t kDecodeRows = 64;
 constexpr int64_t kFusedMaxTokens = 8;
 
 void MatMulRows(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
@@ -166,44 +170,42 @@ inline void TileQ8(const int8_t* const* w_rows, const uint16_t* const* w_scales,
   }
 }
 
-template <int MR>
-inline void RowTileQ8(const int8_t* const* w_rows, const uint16_t* const* w_scales,
-                      const Q8Activations& x, float* y, int64_t ldy) {
-  int64_t t = 0;
-  for (; t + 4 <= x.n_tokens; t += 4) TileQ8<MR, 4>(w_rows, w_scales, x, t, y + t * ldy, ldy);
-  switch (x.n_tokens - t) {
-    case 3:
-      TileQ8<MR, 3>(w_rows, w_scales, x, t, y + t * ldy, ldy);
-      break;
-    case 2:
-      TileQ8<MR, 2>(w_rows, w_scales, x, t, y + t * ldy, ldy);
-      break;
-    case 1:
-      TileQ8<MR, 1>(w_rows, w_scales, x, t, y + t * ldy, ldy);
-      break;
-    default:
-      break;
-  }
+template <int NT>
+inline void TokenTileQ8(const int8_t* const* w_rows, const uint16_t* const* w_scales,
+                        int64_t n_rows, const Q8Activations& x, int64_t t0, float* y, int64_t ldy) {
+  int64_t r = 0;
+  for (; r + 4 <= n_rows; r += 4) TileQ8<4, NT>(w_rows + r, w_scales + r, x, t0, y + r, ldy);
+  for (; r < n_rows; ++r) TileQ8<1, NT>(w_rows + r, w_scales + r, x, t0, y + r, ldy);
 }
 
 void MatMulRowsQ8(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const Q8Activations& x,
                   float* y, int64_t ldy) {
   const int64_t stride = Q8PaddedCols(w.cols);
   const int64_t n_blocks = stride / kQ8Block;
-  const int8_t* rows[4];
-  const uint16_t* scales[4];
-  int64_t r = row_begin;
-  for (; r + 4 <= row_end; r += 4) {
-    for (int i = 0; i < 4; ++i) {
-      rows[i] = static_cast<const int8_t*>(w.data) + (r + i) * stride;
-      scales[i] = w.q8_scales + (r + i) * n_blocks;
+  const int8_t* rows[kDecodeRows];
+  const uint16_t* scales[kDecodeRows];
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kDecodeRows) {
+    const int64_t n = std::min(kDecodeRows, row_end - r0);
+    for (int64_t i = 0; i < n; ++i) {
+      rows[i] = static_cast<const int8_t*>(w.data) + (r0 + i) * stride;
+      scales[i] = w.q8_scales + (r0 + i) * n_blocks;
     }
-    RowTileQ8<4>(rows, scales, x, y + (r - row_begin), ldy);
-  }
-  for (; r < row_end; ++r) {
-    rows[0] = static_cast<const int8_t*>(w.data) + r * stride;
-    scales[0] = w.q8_scales + r * n_blocks;
-    RowTileQ8<1>(rows, scales, x, y + (r - row_begin), ldy);
+    float* out = y + (r0 - row_begin);
+    int64_t t = 0;
+    for (; t + 4 <= x.n_tokens; t += 4) TokenTileQ8<4>(rows, scales, n, x, t, out + t * ldy, ldy);
+    switch (x.n_tokens - t) {
+      case 3:
+        TokenTileQ8<3>(rows, scales, n, x, t, out + t * ldy, ldy);
+        break;
+      case 2:
+        TokenTileQ8<2>(rows, scales, n, x, t, out + t * ldy, ldy);
+        break;
+      case 1:
+        TokenTileQ8<1>(rows, scales, n, x, t, out + t * ldy, ldy);
+        break;
+      default:
+        break;
+    }
   }
 }
 
