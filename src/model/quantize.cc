@@ -87,6 +87,15 @@ void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,
                 std::to_string(rows) + ", " + std::to_string(file_blocks) + "], got " +
                 std::string(DTypeName(s->dtype)) + " " + s->ShapeString());
   }
+  if (cols == Q8PaddedCols(cols) && reinterpret_cast<uintptr_t>(s->data) % 2 == 0) {
+    // Rows already have the kernels' stride: use the mapped file in place (no copy).
+    m = {.dtype = DType::kI8,
+         .rows = rows,
+         .cols = cols,
+         .data = t.data,
+         .q8_scales = reinterpret_cast<const uint16_t*>(s->data)};
+    return;
+  }
   int8_t* values = nullptr;
   uint16_t* scales = nullptr;
   m = AllocateQ8(rows, cols, weights, &values, &scales);

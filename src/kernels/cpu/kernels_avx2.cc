@@ -54,8 +54,18 @@ struct V {
     const __m256i pairs = _mm256_maddubs_epi16(w.abs, _mm256_sign_epi8(x, w.sign));
     return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
   }
-  static F BlockScales(const float* s) { return _mm256_set1_ps(s[0]); }
-  static F BlockScalesF16(const uint16_t* s) { return _mm256_set1_ps(_cvtsh_ss(s[0])); }
+  // Scales of 8 blocks (8 steps) per vector; step j broadcasts lane j.
+  static constexpr int kScaleGroup = 8;
+  static constexpr int kBlocksPerStep = 1;
+  static F LoadScales(const float* s, int n) { return LoadTail(s, n); }
+  static F LoadScalesF16(const uint16_t* s, int n) {
+    alignas(16) uint16_t tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int i = 0; i < n; ++i) tmp[i] = s[i];
+    return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(tmp)));
+  }
+  static F StepScales(F scales, int j) {
+    return _mm256_permutevar8x32_ps(scales, _mm256_set1_epi32(j));
+  }
 };
 
 }  // namespace mlarun::avx2

@@ -43,14 +43,20 @@ struct V {
     const __m512i signed_x = _mm512_mask_sub_epi8(x, w.negative, _mm512_setzero_si512(), x);
     return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w.abs, signed_x));
   }
-  // Lanes 0-7 carry block 0's scale, lanes 8-15 block 1's.
-  static F BlockScales(const float* s) {
-    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(s[0])), _mm256_set1_ps(s[1]),
-                              1);
+  // Scales of 16 blocks (8 steps) per vector; step j uses lanes 0-7 = block 2j, 8-15 = 2j+1.
+  static constexpr int kScaleGroup = 16;
+  static constexpr int kBlocksPerStep = 2;
+  static F LoadScales(const float* s, int n) {
+    return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1u), s);
   }
-  static F BlockScalesF16(const uint16_t* s) {
-    const float f[2] = {_cvtsh_ss(s[0]), _cvtsh_ss(s[1])};
-    return BlockScales(f);
+  static F LoadScalesF16(const uint16_t* s, int n) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << n) - 1u), s));
+  }
+  static F StepScales(F scales, int j) {
+    const __m512i index =
+        _mm512_add_epi32(_mm512_set1_epi32(2 * j),
+                         _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+    return _mm512_permutexvar_ps(index, scales);
   }
 };
 

@@ -12,6 +12,9 @@ namespace mlarun::avx512bf16 {
 
 namespace {
 
+// Software prefetch distance along a row (1 KB ahead).
+constexpr int64_t kPrefetchElements = 512;
+
 // y[t * ldy + r] = rows[r] . x[t] with one 16-lane accumulator per (row, token) pair, columns in
 // steps of 32 (the tail by masked loads), whatever the tile shape: batch-invariant.
 template <int MR, int NT>
@@ -26,6 +29,7 @@ inline void Tile(const uint16_t* const* rows, const uint16_t* x, int64_t cols, f
     __m512bh xv[NT];
     for (int t = 0; t < NT; ++t) xv[t] = (__m512bh)_mm512_loadu_si512(x + t * cols + c);
     for (int r = 0; r < MR; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + c + kPrefetchElements), _MM_HINT_T0);
       const __m512bh wv = (__m512bh)_mm512_loadu_si512(rows[r] + c);
       for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv, xv[t]);
     }

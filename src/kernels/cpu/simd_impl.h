@@ -143,6 +143,8 @@ void MatMulRows(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const
 // Q8 tiles: weights and activations are int8 blocks of kQ8Block; each step consumes V::kQStep
 // bytes (one or two blocks): an exact integer dot per lane group, converted to float, scaled by
 // the weight and activation block scales and accumulated lane-wise.
+constexpr int64_t kQ8PrefetchBytes = 1024;
+
 template <int MR, int NT>
 inline void TileQ8(const int8_t* const* w_rows, const uint16_t* const* w_scales,
                    const Q8Activations& x, int64_t t0, float* y, int64_t ldy) {
@@ -150,19 +152,32 @@ inline void TileQ8(const int8_t* const* w_rows, const uint16_t* const* w_scales,
   for (int r = 0; r < MR; ++r) {
     for (int t = 0; t < NT; ++t) acc[r][t] = V::Zero();
   }
-  for (int64_t c = 0; c < x.padded_cols; c += V::kQStep) {
-    const int64_t b = c / kQ8Block;
-    typename V::Q xv[NT];
+  // Scales are loaded V::kScaleGroup blocks at a time (one vector) and each step picks its
+  // block's scales out of that vector with a permute.
+  const int64_t n_blocks = x.padded_cols / kQ8Block;
+  for (int64_t b0 = 0; b0 < n_blocks; b0 += V::kScaleGroup) {
+    const int nb = static_cast<int>(std::min<int64_t>(V::kScaleGroup, n_blocks - b0));
     F xs[NT];
-    for (int t = 0; t < NT; ++t) {
-      xv[t] = V::LoadQ(x.Row(t0 + t) + c);
-      xs[t] = V::BlockScales(x.Scales(t0 + t) + b);
-    }
-    for (int r = 0; r < MR; ++r) {
-      const typename V::PreparedQ wv = V::PrepareQ(V::LoadQ(w_rows[r] + c));
-      const F ws = V::BlockScalesF16(w_scales[r] + b);
-      for (int t = 0; t < NT; ++t)
-        acc[r][t] = V::Fma(V::Mul(V::DotQ(wv, xv[t]), ws), xs[t], acc[r][t]);
+    F ws[MR];
+    for (int t = 0; t < NT; ++t) xs[t] = V::LoadScales(x.Scales(t0 + t) + b0, nb);
+    for (int r = 0; r < MR; ++r) ws[r] = V::LoadScalesF16(w_scales[r] + b0, nb);
+    for (int j = 0; j < nb / V::kBlocksPerStep; ++j) {
+      const int64_t c = (b0 + j * V::kBlocksPerStep) * kQ8Block;
+      typename V::Q xv[NT];
+      F x_scale[NT];
+      for (int t = 0; t < NT; ++t) {
+        xv[t] = V::LoadQ(x.Row(t0 + t) + c);
+        x_scale[t] = V::StepScales(xs[t], j);
+      }
+      for (int r = 0; r < MR; ++r) {
+        // Software prefetch a few steps ahead: the rows are short (one row = 2 KB at 2048
+        // columns), so hardware prefetchers barely ramp up on each of them.
+        _mm_prefetch(reinterpret_cast<const char*>(w_rows[r] + c + kQ8PrefetchBytes), _MM_HINT_T0);
+        const typename V::PreparedQ wv = V::PrepareQ(V::LoadQ(w_rows[r] + c));
+        const F w_scale = V::StepScales(ws[r], j);
+        for (int t = 0; t < NT; ++t)
+          acc[r][t] = V::Fma(V::Mul(V::DotQ(wv, xv[t]), w_scale), x_scale[t], acc[r][t]);
+      }
     }
   }
   for (int r = 0; r < MR; ++r) {
