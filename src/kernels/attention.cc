@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
+
+#include "kernels/matmul.h"  // WeightMatrix views of tile rows
 
 namespace mlarun {
 
@@ -16,44 +19,78 @@ void ResetPartial(const AttentionSpec& spec, AttentionPartial partial) {
 
 void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows& rows,
                    const AttendArgs& args, AttentionPartial partial) {
+  // Rows are processed in tiles of kTileRows consecutive rows of the span list (whatever blocks
+  // they sit in, so paged and contiguous caches give identical results): the tile is decoded
+  // once, scored against every query head that reads it, then each head makes one softmax update
+  // per tile (a single rescale when the maximum grows, vectorised exp) and adds the weighted V.
+  constexpr int kTileRows = 32;
   const KvRowFormat& format = rows.format;
   const int group = spec.n_head_q / spec.n_head_kv;
   const int kv_end = args.kv_head_end < 0 ? spec.n_head_kv : args.kv_head_end;
   const int dk = spec.head_dim_qk;
   const int dv = spec.head_dim_v;
-  thread_local std::vector<float> decoded;
-  decoded.resize(static_cast<size_t>(format.ValuesPerRow()));
+  const int values = format.ValuesPerRow();
+  thread_local std::vector<float> tile;
+  thread_local std::vector<float> bias;
+  thread_local std::vector<float> scores;
+  tile.resize(static_cast<size_t>(kTileRows) * values);
+  bias.resize(kTileRows);
+  scores.resize(static_cast<size_t>(group) * kTileRows);
+  int n = 0;  // rows in the tile
+  auto process_tile = [&] {
+    for (int g = args.kv_head_begin; g < kv_end; ++g) {
+      // Scores of the group's heads: S [group, n] = Q_g [group, dk] K^T, as a small GEMM.
+      const WeightMatrix keys{.dtype = DType::kF32,
+                              .rows = n,
+                              .cols = dk,
+                              .data = tile.data() + g * format.head_dim_k,
+                              .row_stride = values};
+      k.matmul_rows(keys, 0, n, args.q + g * group * dk, group, scores.data(), n);
+      for (int i = 0; i < group; ++i) {
+        const int h = g * group + i;
+        float* s_row = scores.data() + static_cast<size_t>(i) * n;
+        float tile_max = -INFINITY;
+        for (int j = 0; j < n; ++j) {
+          s_row[j] = s_row[j] * spec.scale + bias[static_cast<size_t>(j)];
+          tile_max = std::max(tile_max, s_row[j]);
+        }
+        float* acc = partial.acc + static_cast<size_t>(h) * dv;
+        if (tile_max > partial.max_score[h]) {
+          if (partial.sum_exp[h] > 0.0f) {
+            const float correction = std::exp(partial.max_score[h] - tile_max);
+            partial.sum_exp[h] *= correction;
+            k.scale(correction, acc, dv);
+          }
+          partial.max_score[h] = tile_max;
+        }
+        for (int j = 0; j < n; ++j) s_row[j] -= partial.max_score[h];
+        k.exp(s_row, n);
+        float sum = 0.0f;
+        for (int j = 0; j < n; ++j) sum += s_row[j];
+        partial.sum_exp[h] += sum;
+      }
+      // acc_h += sum_j p_hj v_j for the group's heads at once.
+      k.pv_accumulate(scores.data(), group, n, tile.data() + format.VOffset(g), values, dv,
+                      partial.acc + static_cast<size_t>(g) * group * dv);
+    }
+    n = 0;
+  };
   for (const KvSpan& span : args.spans) {
     for (int32_t r = 0; r < span.n_rows; ++r) {
       const uint8_t* raw = rows.Row(span.block, span.row_begin + r);
-      const float* row = reinterpret_cast<const float*>(raw);
-      if (format.dtype == DType::kBF16) {
-        k.bf16_to_f32(reinterpret_cast<const uint16_t*>(raw), decoded.data(),
-                      format.ValuesPerRow());
-        row = decoded.data();
-      } else if (format.dtype != DType::kF32) {
-        DecodeKvRow(format, raw, decoded.data());
-        row = decoded.data();
+      float* dst = tile.data() + static_cast<size_t>(n) * values;
+      if (format.dtype == DType::kF32) {
+        std::memcpy(dst, raw, static_cast<size_t>(values) * sizeof(float));
+      } else if (format.dtype == DType::kBF16) {
+        k.bf16_to_f32(reinterpret_cast<const uint16_t*>(raw), dst, values);
+      } else {
+        DecodeKvRow(format, raw, dst);
       }
-      for (int g = args.kv_head_begin; g < kv_end; ++g) {
-        const float* key = row + g * format.head_dim_k;
-        const float* v = row + format.VOffset(g);
-        for (int h = g * group; h < (g + 1) * group; ++h) {
-          const float score = k.dot(args.q + h * dk, key, dk) * spec.scale + span.score_bias;
-          float* acc = partial.acc + static_cast<size_t>(h) * dv;
-          if (score > partial.max_score[h]) {
-            const float correction = std::exp(partial.max_score[h] - score);
-            partial.sum_exp[h] *= correction;
-            k.scale(correction, acc, dv);
-            partial.max_score[h] = score;
-          }
-          const float p = std::exp(score - partial.max_score[h]);
-          partial.sum_exp[h] += p;
-          k.axpy(p, v, acc, dv);
-        }
-      }
+      bias[static_cast<size_t>(n)] = span.score_bias;
+      if (++n == kTileRows) process_tile();
     }
   }
+  if (n > 0) process_tile();
 }
 
 void MergePartial(const AttentionSpec& spec, AttentionPartial into, AttentionPartial other) {

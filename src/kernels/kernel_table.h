@@ -30,6 +30,12 @@ struct KernelTable {
   float (*dot)(const float* a, const float* b, int64_t n);
   void (*axpy)(float a, const float* x, float* y, int64_t n);  // y += a x
   void (*scale)(float a, float* x, int64_t n);                 // x *= a
+  void (*exp)(float* x, int64_t n);                            // x = exp(x), x <= 0 typical
+  // acc[h, :] += sum_j p[h, j] v_j for h < n_heads, j < n_rows; p: [n_heads, n_rows],
+  // v_j = v + j * v_stride ([dv] each), acc: [n_heads, dv]. Each acc element sums over j in
+  // order.
+  void (*pv_accumulate)(const float* p, int n_heads, int n_rows, const float* v, int64_t v_stride,
+                        int dv, float* acc);
   void (*bf16_to_f32)(const uint16_t* in, float* out, int64_t n);
 };
 

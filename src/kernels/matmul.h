@@ -21,6 +21,8 @@ struct WeightMatrix {
   int block_cols = 0;
   // kI8: float16 block scales [rows, Q8PaddedCols(cols) / kQ8Block].
   const uint16_t* q8_scales = nullptr;
+  // kF32 only: elements between row starts (0: cols), for views into wider rows.
+  int64_t row_stride = 0;
 
   // Bytes of one stored row (kI8 rows are padded).
   int64_t RowStride() const;

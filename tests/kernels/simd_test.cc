@@ -154,6 +154,32 @@ TEST_P(SimdTest, Bf16ActivationMatMulMatchesRoundedScalarAndIsBatchInvariant) {
   }
 }
 
+TEST_P(SimdTest, ExpMatchesStdExpToFloatPrecision) {
+  std::vector<float> x;
+  for (float v = -90.0f; v <= 10.0f; v += 0.0371f) x.push_back(v);
+  std::vector<float> y = x;
+  simd().exp(y.data(), static_cast<int64_t>(y.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double expected = std::exp(static_cast<double>(std::max(x[i], -87.0f)));
+    EXPECT_NEAR(y[i], expected, 1e-6 * expected + 1e-37) << x[i];
+  }
+}
+
+TEST_P(SimdTest, PvAccumulateMatchesScalar) {
+  for (int n_heads : {1, 3, 16, 21}) {
+    for (int dv : {7, 32, 512}) {
+      const int n_rows = 13;
+      const int64_t stride = dv + 5;
+      const std::vector<float> p = Random(static_cast<size_t>(n_heads * n_rows), 31);
+      const std::vector<float> v = Random(static_cast<size_t>(n_rows * stride), 32);
+      std::vector<float> a = Random(static_cast<size_t>(n_heads * dv), 33), b = a;
+      simd().pv_accumulate(p.data(), n_heads, n_rows, v.data(), stride, dv, a.data());
+      scalar().pv_accumulate(p.data(), n_heads, n_rows, v.data(), stride, dv, b.data());
+      for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << n_heads << " " << dv;
+    }
+  }
+}
+
 TEST_P(SimdTest, VectorOpsMatchScalar) {
   for (int64_t n : {1, 7, 16, 33, 576}) {
     const std::vector<float> a = Random(static_cast<size_t>(n), 3),

@@ -28,6 +28,16 @@ struct V {
   }
   static F Fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F Sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F Min(F a, F b) { return _mm256_min_ps(a, b); }
+  static F Max(F a, F b) { return _mm256_max_ps(a, b); }
+  static F Round(F a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  // p * 2^n for integral n in [-127, 127]: build 2^n from its exponent bits.
+  static F Pow2Times(F p, F n) {
+    const __m256i bits =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+  }
   static float Reduce(F a) {
     const __m128 lo = _mm256_castps256_ps128(a);
     const __m128 hi = _mm256_extractf128_ps(a, 1);

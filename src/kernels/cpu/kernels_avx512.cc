@@ -26,6 +26,13 @@ struct V {
   }
   static F Fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F Mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F Sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  static F Min(F a, F b) { return _mm512_min_ps(a, b); }
+  static F Max(F a, F b) { return _mm512_max_ps(a, b); }
+  static F Round(F a) {
+    return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  static F Pow2Times(F p, F n) { return _mm512_scalef_ps(p, n); }  // p * 2^n
   static float Reduce(F a) { return _mm512_reduce_add_ps(a); }
   static void Store(float* p, F a) { _mm512_storeu_ps(p, a); }
 

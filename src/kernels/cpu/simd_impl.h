@@ -111,7 +111,8 @@ void MatMulRows(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const
       if (w.dtype == DType::kF32) {
         const float* rows[kDecodeRows];
         for (int64_t r = 0; r < n; ++r)
-          rows[r] = static_cast<const float*>(w.data) + (r0 + r) * cols;
+          rows[r] = static_cast<const float*>(w.data) +
+                    (r0 + r) * (w.row_stride > 0 ? w.row_stride : cols);
         RowsOfType(rows, n, x, n_tokens, cols, y + (r0 - row_begin), ldy);
       } else {
         const uint16_t* rows[kDecodeRows];
@@ -241,6 +242,82 @@ void Axpy(float a, const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
+// exp(x) = 2^n e^f with n = round(x log2(e)) and f = x - n ln2 in [-ln2/2, ln2/2], the
+// reduction done with ln2 split into a short high part and a low part (Cody & Waite 1980) so f
+// keeps full precision; e^f by its degree-7 Taylor polynomial (error < 2e-7 relative). Inputs are
+// clamped to [-87, 88].
+inline F ExpV(F x) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693145751953125f;
+  constexpr float kLn2Lo = 1.428606765330187e-06f;
+  x = V::Min(V::Max(x, V::Set1(-87.0f)), V::Set1(88.0f));
+  const F n = V::Round(V::Mul(x, V::Set1(kLog2e)));
+  F f = V::Fma(n, V::Set1(-kLn2Hi), x);
+  f = V::Fma(n, V::Set1(-kLn2Lo), f);
+  F p = V::Set1(1.0f / 5040.0f);
+  p = V::Fma(p, f, V::Set1(1.0f / 720.0f));
+  p = V::Fma(p, f, V::Set1(1.0f / 120.0f));
+  p = V::Fma(p, f, V::Set1(1.0f / 24.0f));
+  p = V::Fma(p, f, V::Set1(1.0f / 6.0f));
+  p = V::Fma(p, f, V::Set1(0.5f));
+  p = V::Fma(p, f, V::Set1(1.0f));
+  p = V::Fma(p, f, V::Set1(1.0f));
+  return V::Pow2Times(p, n);
+}
+
+void Exp(float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) V::Store(x + i, ExpV(V::Load(x + i)));
+  if (i < n) {
+    alignas(64) float tail[kW] = {};
+    for (int64_t j = i; j < n; ++j) tail[j - i] = x[j];
+    V::Store(tail, ExpV(V::Load(tail)));
+    for (int64_t j = i; j < n; ++j) x[j] = tail[j - i];
+  }
+}
+
+// Register-blocked P V: for each V-wide slice of the output, up to 16 heads' accumulators stay in
+// registers while the rows stream past (one load of v_j per 16 multiply-adds).
+template <int NH>
+inline void PvSlice(const float* p, int n_rows, const float* v, int64_t v_stride, int dv, int c,
+                    float* acc, int tail) {
+  F a[NH];
+  for (int h = 0; h < NH; ++h) {
+    a[h] = tail == kW ? V::Load(acc + h * dv + c) : V::LoadTail(acc + h * dv + c, tail);
+  }
+  for (int j = 0; j < n_rows; ++j) {
+    const F vj =
+        tail == kW ? V::Load(v + j * v_stride + c) : V::LoadTail(v + j * v_stride + c, tail);
+    for (int h = 0; h < NH; ++h) a[h] = V::Fma(V::Set1(p[h * n_rows + j]), vj, a[h]);
+  }
+  for (int h = 0; h < NH; ++h) {
+    if (tail == kW) {
+      V::Store(acc + h * dv + c, a[h]);
+    } else {
+      alignas(64) float tmp[kW];
+      V::Store(tmp, a[h]);
+      for (int i = 0; i < tail; ++i) acc[h * dv + c + i] = tmp[i];
+    }
+  }
+}
+
+template <int NH>
+inline void PvHeads(const float* p, int n_rows, const float* v, int64_t v_stride, int dv,
+                    float* acc) {
+  for (int c = 0; c < dv; c += kW)
+    PvSlice<NH>(p, n_rows, v, v_stride, dv, c, acc, std::min(kW, dv - c));
+}
+
+void PvAccumulate(const float* p, int n_heads, int n_rows, const float* v, int64_t v_stride, int dv,
+                  float* acc) {
+  int h = 0;
+  for (; h + 16 <= n_heads; h += 16)
+    PvHeads<16>(p + h * n_rows, n_rows, v, v_stride, dv, acc + h * dv);
+  for (; h + 4 <= n_heads; h += 4)
+    PvHeads<4>(p + h * n_rows, n_rows, v, v_stride, dv, acc + h * dv);
+  for (; h < n_heads; ++h) PvHeads<1>(p + h * n_rows, n_rows, v, v_stride, dv, acc + h * dv);
+}
+
 void Scale(float a, float* x, int64_t n) {
   const F av = V::Set1(a);
   int64_t i = 0;
@@ -254,6 +331,8 @@ const KernelTable kTable = {.isa = V::kIsa,
                             .dot = Dot,
                             .axpy = Axpy,
                             .scale = Scale,
+                            .exp = Exp,
+                            .pv_accumulate = PvAccumulate,
                             .bf16_to_f32 = Bf16ToF32};
 
 }  // namespace mlarun::SIMD_NAMESPACE

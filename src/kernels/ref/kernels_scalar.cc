@@ -1,5 +1,6 @@
 // The scalar reference kernels: portable C++, the oracle every SIMD kernel is tested against and
 // the path that runs on any CPU (`--isa scalar`).
+#include <cmath>
 #include <vector>
 
 #include "kernels/kernel_table.h"
@@ -19,7 +20,7 @@ void MatMulRowsScalar(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
   for (int64_t r = row_begin; r < row_end; ++r) {
     const float* wr = row.data();
     if (w.dtype == DType::kF32) {
-      wr = static_cast<const float*>(w.data) + r * cols;
+      wr = static_cast<const float*>(w.data) + r * (w.row_stride > 0 ? w.row_stride : cols);
     } else {
       w.DecodeRow(r, row.data());
     }
@@ -50,6 +51,17 @@ void MatMulRowsQ8Scalar(const WeightMatrix& w, int64_t row_begin, int64_t row_en
   }
 }
 
+void ExpScalar(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i]);
+}
+
+void PvAccumulateScalar(const float* p, int n_heads, int n_rows, const float* v, int64_t v_stride,
+                        int dv, float* acc) {
+  for (int h = 0; h < n_heads; ++h) {
+    for (int j = 0; j < n_rows; ++j) Axpy(p[h * n_rows + j], v + j * v_stride, acc + h * dv, dv);
+  }
+}
+
 void Bf16ToF32Scalar(const uint16_t* in, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = BF16ToF32(in[i]);
 }
@@ -60,6 +72,8 @@ const KernelTable kScalarTable = {.isa = Isa::kScalar,
                                   .dot = Dot,
                                   .axpy = Axpy,
                                   .scale = Scale,
+                                  .exp = ExpScalar,
+                                  .pv_accumulate = PvAccumulateScalar,
                                   .bf16_to_f32 = Bf16ToF32Scalar};
 
 }  // namespace
