@@ -111,8 +111,9 @@ std::vector<KvReportRow> BuildKvReport(const ModelConfig& c, const KvReportOptio
   }
   per_head("MQA", 1);
   if (c.family == ArchFamily::kDeepseek) {
-    for (DType d : {o.kv_dtype, DType::kI8}) {
-      if (d == DType::kI8 && o.kv_dtype == DType::kI8 && rows.back().name == "MLA") continue;
+    std::vector<DType> dtypes = {o.kv_dtype};
+    if (o.kv_dtype != DType::kI8) dtypes.push_back(DType::kI8);
+    for (DType d : dtypes) {
       const KvRowFormat f = MakeKvLayoutFromConfig(c, d).layers[0];
       rows.push_back({.name = d == DType::kI8 ? "MLA+int8" : "MLA",
                       .attention = "latent " + std::to_string(c.kv_lora_rank) + "+" +

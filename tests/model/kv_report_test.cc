@@ -44,6 +44,10 @@ TEST(KvReportTest, PolicyRowUsesThePolicyFormula) {
   EXPECT_EQ(rows[0].total_bytes, 656LL * 61 * 4100);
   // int8 per-head rows: 128 * (192 + 128) values + one f32 scale per 128 values.
   EXPECT_EQ(Row(rows, "MHA").bytes_per_token, (128LL * (192 + 128) + 4 * 320) * 61);
+  // With an int8 cache the MLA comparison row appears once.
+  int mla_int8_rows = 0;
+  for (const KvReportRow& r : rows) mla_int8_rows += r.name == "MLA+int8" ? 1 : 0;
+  EXPECT_EQ(mla_int8_rows, 1);
 }
 
 TEST(KvReportTest, PolicyRowsHeldHandComputed) {

@@ -1,6 +1,7 @@
 """Hugging Face config.json contents of the trained models (the single source of their sizes).
 
 mla_moe: DeepseekV3ForCausalLM (MLA with q LoRA + DeepSeekMoE, sigmoid noaux_tc routing).
+mla_dense: the same MLA attention (8 query heads) with a dense SwiGLU (320) in every layer.
 mha / gqa / mqa: LlamaForCausalLM baselines with 8 / 4 / 1 key-value heads (8 query heads of
 32; GQA = 4 kv groups of 2 query heads), same hidden size, layers, vocabulary, context and
 tied embeddings; their MLP width (320) is chosen so that their parameters per token are close to the MoE model's ACTIVE parameters
@@ -59,6 +60,16 @@ def mla_moe():
     }
 
 
+def mla_dense():
+    """MLA attention without MoE: separates what MLA costs from what DeepSeekMoE gains. 8 query
+    heads and the baselines' dense SwiGLU (320) in every layer, so its parameters per token are
+    those of the GQA baseline."""
+    c = mla_moe()
+    c.update({"num_attention_heads": BASELINE_HEADS, "num_key_value_heads": BASELINE_HEADS,
+              "intermediate_size": 320, "first_k_dense_replace": LAYERS})
+    return c
+
+
 def llama(n_kv_heads, intermediate=320):
     return {
         "architectures": ["LlamaForCausalLM"],
@@ -87,6 +98,7 @@ def llama(n_kv_heads, intermediate=320):
 
 CONFIGS = {
     "mla_moe": mla_moe,
+    "mla_dense": mla_dense,
     "mha": lambda: llama(BASELINE_HEADS),
     "gqa": lambda: llama(4),
     "mqa": lambda: llama(1),

@@ -38,7 +38,8 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-INSTALL_DIRS = {"mla_moe": "models/default", "mha": "models/baselines/mha",
+INSTALL_DIRS = {"mla_moe": "models/default", "mla_dense": "models/baselines/mla_dense",
+                "mha": "models/baselines/mha",
                 "gqa": "models/baselines/gqa", "mqa": "models/baselines/mqa"}
 sys.path.insert(0, HERE)
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reproduces the trained models end to end (about 2 hours on 2 cores):
-#   data -> tokenizer (+ check against HF tokenizers) -> MLA+MoE, MHA, GQA, MQA
+#   data -> tokenizer (+ check against HF tokenizers) -> MLA+MoE, MHA, GQA, MQA, MLA dense
 #   -> logits check against mlarun and the NumPy reference.
 # Models are written to tools/train/work/out/<model>; `train_all.sh --install` also copies
 # them to models/default (MLA+MoE) and models/baselines/{mha,gqa,mqa}.
@@ -25,7 +25,7 @@ $py tools/train/check_tokenizer.py --model tools/train/work/tokenizer
 
 # The one command per model (same data order, steps, batch, context, schedule and seed).
 STEPS=${STEPS:-700}
-for model in mla_moe mha gqa mqa; do
+for model in mla_moe mha gqa mqa mla_dense; do
   nice -n 10 $py tools/train/train.py --model "$model" --steps "$STEPS" --batch 8 --context 256 \
       --lr 2e-3 --warmup 30 --gamma "${GAMMA:-1e-2}" --seed 1234 --eval-every 100 \
       --out "tools/train/work/out/$model"
@@ -34,7 +34,7 @@ for model in mla_moe mha gqa mqa; do
 done
 
 if [[ $install == 1 ]]; then
-  declare -A dest=([mla_moe]=models/default [mha]=models/baselines/mha \
+  declare -A dest=([mla_moe]=models/default [mla_dense]=models/baselines/mla_dense [mha]=models/baselines/mha \
                    [gqa]=models/baselines/gqa [mqa]=models/baselines/mqa)
   for model in "${!dest[@]}"; do
     mkdir -p "${dest[$model]}"
