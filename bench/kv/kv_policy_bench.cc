@@ -56,9 +56,17 @@ void BM_Decode(benchmark::State& state, const std::string& policy) {
   state.counters["kv_alloc_bytes"] = static_cast<double>(cache.AllocatedBytes());
 }
 
+// A fixed number of decoded tokens per run, so the context stays within [depth, depth + 256)
+// (with a time-based iteration count the context would drift by thousands of tokens) and the
+// prefill of `depth` tokens runs once per benchmark.
+constexpr int64_t kDecodedTokens = 256;
+
 void Depths(benchmark::internal::Benchmark* b) {
   for (int64_t depth : {512, 2048, 8192, 16384}) b->Args({depth, 2});
-  b->ArgNames({"depth", "threads"})->Unit(benchmark::kMillisecond)->MinTime(1.0)->UseRealTime();
+  b->ArgNames({"depth", "threads"})
+      ->Unit(benchmark::kMillisecond)
+      ->Iterations(kDecodedTokens)
+      ->UseRealTime();
 }
 
 BENCHMARK_CAPTURE(BM_Decode, full, std::string("full"))->Apply(Depths);

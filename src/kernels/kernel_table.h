@@ -28,6 +28,9 @@ struct KernelTable {
   void (*matmul_rows_bf16)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
                            const uint16_t* x_bf16, int64_t n_tokens, float* y, int64_t ldy);
   float (*dot)(const float* a, const float* b, int64_t n);
+  // Sum of x[0, n) in an unspecified order with several independent accumulators: streams memory
+  // as fast as the core can (the read-bandwidth probe; not for numerics).
+  float (*stream_sum)(const float* x, int64_t n);
   void (*axpy)(float a, const float* x, float* y, int64_t n);  // y += a x
   void (*scale)(float a, float* x, int64_t n);                 // x *= a
   void (*exp)(float* x, int64_t n);                            // x = exp(x), x <= 0 typical

@@ -185,6 +185,10 @@ TEST_P(SimdTest, VectorOpsMatchScalar) {
     const std::vector<float> a = Random(static_cast<size_t>(n), 3),
                              b = Random(static_cast<size_t>(n), 4);
     EXPECT_NEAR(simd().dot(a.data(), b.data(), n), scalar().dot(a.data(), b.data(), n), 1e-5 * n);
+    double exact_sum = 0.0;
+    for (float v : a) exact_sum += v;
+    EXPECT_NEAR(simd().stream_sum(a.data(), n), exact_sum, 1e-5 * n);
+    EXPECT_NEAR(scalar().stream_sum(a.data(), n), exact_sum, 1e-5 * n);
     std::vector<float> y1 = b, y2 = b;
     simd().axpy(0.7f, a.data(), y1.data(), n);
     scalar().axpy(0.7f, a.data(), y2.data(), n);

@@ -235,6 +235,22 @@ float Dot(const float* a, const float* b, int64_t n) {
   return V::Reduce(acc);
 }
 
+float StreamSum(const float* x, int64_t n) {
+  // Four independent accumulators, so loads are not serialised behind one add chain.
+  F s0 = V::Zero(), s1 = V::Zero(), s2 = V::Zero(), s3 = V::Zero();
+  const F one = V::Set1(1.0f);
+  int64_t i = 0;
+  for (; i + 4 * kW <= n; i += 4 * kW) {
+    s0 = V::Fma(V::Load(x + i), one, s0);
+    s1 = V::Fma(V::Load(x + i + kW), one, s1);
+    s2 = V::Fma(V::Load(x + i + 2 * kW), one, s2);
+    s3 = V::Fma(V::Load(x + i + 3 * kW), one, s3);
+  }
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += x[i];
+  return V::Reduce(s0) + V::Reduce(s1) + V::Reduce(s2) + V::Reduce(s3) + tail;
+}
+
 void Axpy(float a, const float* x, float* y, int64_t n) {
   const F av = V::Set1(a);
   int64_t i = 0;
@@ -329,6 +345,7 @@ const KernelTable kTable = {.isa = V::kIsa,
                             .matmul_rows = MatMulRows,
                             .matmul_rows_q8 = MatMulRowsQ8,
                             .dot = Dot,
+                            .stream_sum = StreamSum,
                             .axpy = Axpy,
                             .scale = Scale,
                             .exp = Exp,

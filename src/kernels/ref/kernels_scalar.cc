@@ -62,6 +62,16 @@ void PvAccumulateScalar(const float* p, int n_heads, int n_rows, const float* v,
   }
 }
 
+float StreamSumScalar(const float* x, int64_t n) {
+  float s[4] = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    for (int k = 0; k < 4; ++k) s[k] += x[i + k];
+  }
+  for (; i < n; ++i) s[0] += x[i];
+  return s[0] + s[1] + s[2] + s[3];
+}
+
 void Bf16ToF32Scalar(const uint16_t* in, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = BF16ToF32(in[i]);
 }
@@ -70,6 +80,7 @@ const KernelTable kScalarTable = {.isa = Isa::kScalar,
                                   .matmul_rows = MatMulRowsScalar,
                                   .matmul_rows_q8 = MatMulRowsQ8Scalar,
                                   .dot = Dot,
+                                  .stream_sum = StreamSumScalar,
                                   .axpy = Axpy,
                                   .scale = Scale,
                                   .exp = ExpScalar,
