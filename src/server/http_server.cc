@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "runtime/text_stream.h"
+#include "server/peer_socket.h"
 #include "tokenizer/tokenizer_error.h"
 
 namespace mlarun::server {
@@ -165,7 +166,7 @@ void HttpServer::RegisterRoutes() {
     };
   };
 
-  auto generate = [this](const Request&, Response& res, const std::string& body, ApiKind kind) {
+  auto generate = [this](const Request& req, Response& res, const std::string& body, ApiKind kind) {
     if (draining_) throw ApiError(503, "the server is shutting down", {}, "server_error");
     const GenerationRequest g = ParseGenerationRequest(body, kind, context_);
     const std::string limit =
@@ -232,8 +233,21 @@ void HttpServer::RegisterRoutes() {
     const std::string model = context_.model_id;
 
     if (!g.stream) {
+      // Nothing is written until the end, so a client that gives up is noticed by peeking at its
+      // socket while waiting; its request is then cancelled and its KV blocks freed.
+      const int peer = FindPeerSocket(req.remote_addr, req.remote_port);
+      bool client_gone = false;
       std::unique_lock<std::mutex> lock(state->mutex);
-      state->changed.wait(lock, [&] { return state->finished; });
+      while (!state->changed.wait_for(lock, std::chrono::milliseconds(100),
+                                      [&] { return state->finished; })) {
+        if (!client_gone && peer >= 0 && PeerClosed(peer)) {
+          client_gone = true;
+          lock.unlock();
+          engine_.Cancel(id);
+          lock.lock();
+        }
+      }
+      if (client_gone) return;  // nobody is left to answer
       if (state->reason == FinishReason::kError) {
         throw ApiError(500, "generation failed: " + state->error, {}, "server_error");
       }

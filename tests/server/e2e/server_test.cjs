@@ -47,8 +47,10 @@ function ids(seed, n) {
 function raw(method, route, body, headers = {}) {
   return new Promise((resolve, reject) => {
     const url = new URL(base + route);
+    // A fresh connection per request (`agent: false`): Node 20's pooled keep-alive sockets race
+    // with httplib closing a connection after its 5th request.
     const req = http.request({ method, hostname: url.hostname, port: url.port, path: url.pathname,
-                               headers: { 'Content-Type': 'application/json', ...headers } }, (res) => {
+                               agent: false, headers: { 'Content-Type': 'application/json', ...headers } }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (c) => (text += c));
@@ -252,6 +254,27 @@ async function main() {
       const serverCancelled = Number(/^mlarun_requests_cancelled_total (\S+)$/m.exec(m)[1]);
       check(serverCancelled >= 1, 'the server saw cancellations: ' + serverCancelled);
       results.load = { clients: 32, cancelled, health: h };
+    });
+
+    await test('non-streaming client that disconnects: the request is cancelled, blocks freed', async () => {
+      const metric = async () => Number(/^mlarun_requests_cancelled_total (\S+)$/m.exec(
+        (await raw('GET', '/metrics')).text)[1]);
+      const before = await metric();
+      const maxLen = (await raw('GET', '/v1/models')).body.data[0].max_model_len;
+      // As long a generation as the context allows, abandoned after 150 ms.
+      await new Promise((resolve) => {
+        const url = new URL(base + '/v1/completions');
+        const req = http.request({ method: 'POST', hostname: url.hostname, port: url.port, path: url.pathname,
+                                   agent: false, headers: { 'Content-Type': 'application/json' } });
+        req.on('error', () => resolve());
+        req.on('response', () => resolve());
+        req.end(JSON.stringify({ model: 'tiny', prompt: ids(901, 8), max_tokens: maxLen - 8, ignore_eos: true }));
+        setTimeout(() => { req.destroy(); resolve(); }, 150);
+      });
+      const h = await waitIdle();
+      check(h.kv_blocks_used === 0 && h.running === 0 && h.waiting === 0, JSON.stringify(h));
+      const after = await metric();
+      check(after === before + 1, `cancelled ${before} -> ${after}`);
     });
 
     await test('errors: OpenAI error shape for bad requests; the server keeps serving', async () => {
