@@ -90,6 +90,7 @@ int RunGenerate(const GenerateArgs& args) {
   const GenerateResult result = Generate(*model, exec, *cache, seq, prompt, options);
   if (stream) std::fputs(stream->Finish().c_str(), stdout);
   std::printf("\n");
+  std::fflush(stdout);  // the text ends before the summary line on stderr, even through a pipe
   const double prefill_tps =
       static_cast<double>(result.prompt_tokens) / std::max(result.prefill_seconds, 1e-9);
   const size_t n_decoded = result.tokens.size() > 0 ? result.tokens.size() - 1 : 0;
