@@ -12,8 +12,8 @@ namespace mlarun::avx512bf16 {
 
 namespace {
 
-// Software prefetch distance along a row (1 KB ahead).
-constexpr int64_t kPrefetchElements = 512;
+// Software prefetch distance along a row (512 B ahead: measured better than 1 KB here).
+constexpr int64_t kPrefetchElements = 256;
 
 // y[t * ldy + r] = rows[r] . x[t] with one 16-lane accumulator per (row, token) pair, columns in
 // steps of 32 (the tail by masked loads), whatever the tile shape: batch-invariant.

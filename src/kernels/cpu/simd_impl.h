@@ -144,7 +144,7 @@ void MatMulRows(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const
 // Q8 tiles: weights and activations are int8 blocks of kQ8Block; each step consumes V::kQStep
 // bytes (one or two blocks): an exact integer dot per lane group, converted to float, scaled by
 // the weight and activation block scales and accumulated lane-wise.
-constexpr int64_t kQ8PrefetchBytes = 1024;
+constexpr int64_t kQ8PrefetchBytes = 512;
 
 template <int MR, int NT>
 inline void TileQ8(const int8_t* const* w_rows, const uint16_t* const* w_scales,
@@ -164,20 +164,22 @@ inline void TileQ8(const int8_t* const* w_rows, const uint16_t* const* w_scales,
     for (int r = 0; r < MR; ++r) ws[r] = V::LoadScalesF16(w_scales[r] + b0, nb);
     for (int j = 0; j < nb / V::kBlocksPerStep; ++j) {
       const int64_t c = (b0 + j * V::kBlocksPerStep) * kQ8Block;
-      typename V::Q xv[NT];
+      // The sign trick (u8 x s8 products need one unsigned side) is prepared on the activations:
+      // once per token and step instead of once per weight row (the integer dot is symmetric).
+      typename V::PreparedQ xv[NT];
       F x_scale[NT];
       for (int t = 0; t < NT; ++t) {
-        xv[t] = V::LoadQ(x.Row(t0 + t) + c);
+        xv[t] = V::PrepareQ(V::LoadQ(x.Row(t0 + t) + c));
         x_scale[t] = V::StepScales(xs[t], j);
       }
       for (int r = 0; r < MR; ++r) {
         // Software prefetch a few steps ahead: the rows are short (one row = 2 KB at 2048
         // columns), so hardware prefetchers barely ramp up on each of them.
         _mm_prefetch(reinterpret_cast<const char*>(w_rows[r] + c + kQ8PrefetchBytes), _MM_HINT_T0);
-        const typename V::PreparedQ wv = V::PrepareQ(V::LoadQ(w_rows[r] + c));
+        const typename V::Q wv = V::LoadQ(w_rows[r] + c);
         const F w_scale = V::StepScales(ws[r], j);
         for (int t = 0; t < NT; ++t)
-          acc[r][t] = V::Fma(V::Mul(V::DotQ(wv, xv[t]), w_scale), x_scale[t], acc[r][t]);
+          acc[r][t] = V::Fma(V::Mul(V::DotQ(xv[t], wv), w_scale), x_scale[t], acc[r][t]);
       }
     }
   }
