@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/token_tiles.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
 
@@ -67,21 +68,9 @@ void MatMulRowsBf16(const WeightMatrix& w, int64_t row_begin, int64_t row_end, c
     const int64_t n = std::min(kBlockRows, row_end - r0);
     for (int64_t i = 0; i < n; ++i) rows[i] = base + (r0 + i) * cols;
     float* out = y + (r0 - row_begin);
-    int64_t t = 0;
-    for (; t + 4 <= n_tokens; t += 4) TokenTile<4>(rows, n, x + t * cols, cols, out + t * ldy, ldy);
-    switch (n_tokens - t) {
-      case 3:
-        TokenTile<3>(rows, n, x + t * cols, cols, out + t * ldy, ldy);
-        break;
-      case 2:
-        TokenTile<2>(rows, n, x + t * cols, cols, out + t * ldy, ldy);
-        break;
-      case 1:
-        TokenTile<1>(rows, n, x + t * cols, cols, out + t * ldy, ldy);
-        break;
-      default:
-        break;
-    }
+    ForEachTokenTile(n_tokens, [&](auto nt, int64_t t) {
+      TokenTile<decltype(nt)::value>(rows, n, x + t * cols, cols, out + t * ldy, ldy);
+    });
   }
 }
 

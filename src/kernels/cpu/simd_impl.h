@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/cpu/token_tiles.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
@@ -72,22 +73,9 @@ inline void TokenTile(const WT* const* rows, int64_t n_rows, const float* x, int
 template <typename WT>
 void RowsOfType(const WT* const* rows, int64_t n_rows, const float* x, int64_t n_tokens,
                 int64_t cols, float* y, int64_t ldy) {
-  int64_t t = 0;
-  for (; t + 4 <= n_tokens; t += 4)
-    TokenTile<4>(rows, n_rows, x + t * cols, cols, y + t * ldy, ldy);
-  switch (n_tokens - t) {
-    case 3:
-      TokenTile<3>(rows, n_rows, x + t * cols, cols, y + t * ldy, ldy);
-      break;
-    case 2:
-      TokenTile<2>(rows, n_rows, x + t * cols, cols, y + t * ldy, ldy);
-      break;
-    case 1:
-      TokenTile<1>(rows, n_rows, x + t * cols, cols, y + t * ldy, ldy);
-      break;
-    default:
-      break;
-  }
+  ForEachTokenTile(n_tokens, [&](auto nt, int64_t t) {
+    TokenTile<decltype(nt)::value>(rows, n_rows, x + t * cols, cols, y + t * ldy, ldy);
+  });
 }
 
 void Bf16ToF32(const uint16_t* in, float* out, int64_t n) {
@@ -209,21 +197,9 @@ void MatMulRowsQ8(const WeightMatrix& w, int64_t row_begin, int64_t row_end, con
       scales[i] = w.q8_scales + (r0 + i) * n_blocks;
     }
     float* out = y + (r0 - row_begin);
-    int64_t t = 0;
-    for (; t + 4 <= x.n_tokens; t += 4) TokenTileQ8<4>(rows, scales, n, x, t, out + t * ldy, ldy);
-    switch (x.n_tokens - t) {
-      case 3:
-        TokenTileQ8<3>(rows, scales, n, x, t, out + t * ldy, ldy);
-        break;
-      case 2:
-        TokenTileQ8<2>(rows, scales, n, x, t, out + t * ldy, ldy);
-        break;
-      case 1:
-        TokenTileQ8<1>(rows, scales, n, x, t, out + t * ldy, ldy);
-        break;
-      default:
-        break;
-    }
+    ForEachTokenTile(x.n_tokens, [&](auto nt, int64_t t) {
+      TokenTileQ8<decltype(nt)::value>(rows, scales, n, x, t, out + t * ldy, ldy);
+    });
   }
 }
 
