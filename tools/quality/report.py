@@ -144,33 +144,30 @@ def svg_plot(points, path):
 
 def measure(args):
     """Runs every (design, variant); returns the measured points with their ratios."""
-    points = []
+    def point(design, model, attention, label, policy, dtype, context=CONTEXT):
+        result = perplexity(args.mlarun, args.threads, model, policy, dtype, context=context,
+                            expert_stats=(context == CONTEXT and attention == "MLA" and policy == "full"
+                                          and dtype == "bf16"))
+        row = kv_bytes(args.mlarun, model, policy, dtype, context=context)
+        # Bytes held at the end of a context-long sequence, per token of context (for "full" this
+        # is the bytes per token; bounded policies hold fewer rows than tokens).
+        return {"label": "%s %s" % (design, label) + ("" if context == CONTEXT else " @%d" % context),
+                "variant": label, "design": design, "attention": attention, "model": model,
+                "policy": policy, "kv_dtype": dtype, **result,
+                "kv_bytes_per_row": result["kv_bytes_per_token"],
+                "kv_bytes_per_token": row["total_bytes"] / context}
+
+    designs = []
     for design, model, attention in DESIGNS:
-        if not os.path.exists(os.path.join(REPO, model, "config.json")):
+        if os.path.exists(os.path.join(REPO, model, "config.json")):
+            designs.append((design, model, attention))
+        else:
             print("skipping %s: %s missing" % (design, model))
-            continue
-        for label, policy, dtype in VARIANTS:
-            result = perplexity(args.mlarun, args.threads, model, policy, dtype,
-                                expert_stats=attention == "MLA" and policy == "full" and dtype == "bf16")
-            row = kv_bytes(args.mlarun, model, policy, dtype)
-            # Bytes held at the end of a context-long sequence, per token of context (for "full"
-            # this is the bytes per token; bounded policies hold fewer rows than tokens).
-            points.append({"label": "%s %s" % (design, label), "variant": label, "design": design,
-                           "attention": attention, "model": model, "policy": policy, "kv_dtype": dtype,
-                           **result, "kv_bytes_per_row": result["kv_bytes_per_token"],
-                           "kv_bytes_per_token": row["total_bytes"] / CONTEXT})
-    full = {p["design"]: p for p in points if p["policy"] == "full" and p["kv_dtype"] == "bf16"}
+    points = [point(*d, *v) for d in designs for v in VARIANTS]
+    points += [point(*d, *v, context=LONG_CONTEXT) for d in designs for v in LONG_VARIANTS]
+    full = {p["design"]: p for p in points if p["policy"] == "full" and p["kv_dtype"] == "bf16"
+            and p["context"] == CONTEXT}
     mha = next((p for p in full.values() if p["attention"] == "MHA"), None)
-    for design, model, attention in DESIGNS:
-        if design not in full:
-            continue
-        for label, policy, dtype in LONG_VARIANTS:
-            result = perplexity(args.mlarun, args.threads, model, policy, dtype, context=LONG_CONTEXT)
-            row = kv_bytes(args.mlarun, model, policy, dtype, context=LONG_CONTEXT)
-            points.append({"label": "%s %s @%d" % (design, label, LONG_CONTEXT), "variant": label,
-                           "design": design, "attention": attention, "model": model, "policy": policy,
-                           "kv_dtype": dtype, **result, "kv_bytes_per_row": result["kv_bytes_per_token"],
-                           "kv_bytes_per_token": row["total_bytes"] / LONG_CONTEXT})
     for p in points:
         own = full[p["design"]]
         p["kv_vs_own_full"] = p["kv_bytes_per_token"] / own["kv_bytes_per_token"]
