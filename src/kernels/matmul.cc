@@ -50,44 +50,103 @@ void WeightMatrix::DecodeRow(int64_t r, float* out) const {
   }
 }
 
+namespace {
+
+// How a job's kernel reads its activations.
+enum class InputForm { kF32, kBf16, kQ8 };
+
+InputForm FormOf(const KernelTable& k, const WeightMatrix& w) {
+  if (w.dtype == DType::kI8) return InputForm::kQ8;
+  if (w.dtype == DType::kBF16 && k.matmul_rows_bf16 != nullptr) return InputForm::kBf16;
+  return InputForm::kF32;
+}
+
+// One distinct input of a batch in the form its kernels read (buffers reused across calls).
+struct PreparedInput {
+  const float* x = nullptr;
+  int64_t n_tokens = 0;
+  int64_t cols = 0;
+  InputForm form = InputForm::kF32;
+  std::vector<uint16_t> bf16;  // kBf16: x rounded to bf16, [n_tokens, cols]
+  Q8Activations q8;            // kQ8: x quantised per token and block
+};
+
+// Rows per work item: large enough to amortise scheduling and to reuse activations across rows
+// (prefill), small enough to balance threads on short matrices (decode).
+int64_t RowsPerItem(int64_t n_rows, int64_t n_tokens) {
+  return n_rows >= 4096 || n_tokens > 8 ? 64 : 16;
+}
+
+}  // namespace
+
+void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs) {
+  // The caller's buffers, read by the workers through these references (a thread_local named
+  // inside the worker lambda would be each worker's own, empty instance).
+  thread_local std::vector<PreparedInput> inputs_buffer;
+  thread_local std::vector<size_t> input_of_buffer;
+  thread_local std::vector<int64_t> first_item_buffer;
+  std::vector<PreparedInput>& inputs = inputs_buffer;
+  std::vector<size_t>& input_of = input_of_buffer;
+  std::vector<int64_t>& first_item = first_item_buffer;
+  input_of.assign(jobs.size(), 0);
+  first_item.assign(jobs.size() + 1, 0);
+  size_t n_inputs = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const MatMulJob& job = jobs[j];
+    const InputForm form = FormOf(exec.k, *job.w);
+    size_t i = 0;
+    while (i < n_inputs && !(inputs[i].x == job.x && inputs[i].n_tokens == job.n_tokens &&
+                             inputs[i].cols == job.w->cols && inputs[i].form == form)) {
+      ++i;
+    }
+    if (i == n_inputs) {
+      if (inputs.size() <= n_inputs) inputs.resize(n_inputs + 1);
+      PreparedInput& in = inputs[n_inputs++];
+      in.x = job.x;
+      in.n_tokens = job.n_tokens;
+      in.cols = job.w->cols;
+      in.form = form;
+      if (form == InputForm::kQ8) {
+        QuantizeActivationsQ8(job.x, job.n_tokens, job.w->cols, &in.q8);
+      } else if (form == InputForm::kBf16) {
+        in.bf16.resize(static_cast<size_t>(job.n_tokens * job.w->cols));
+        for (size_t e = 0; e < in.bf16.size(); ++e) in.bf16[e] = F32ToBF16(job.x[e]);
+      }
+    }
+    input_of[j] = i;
+    const int64_t n_rows = job.row_end - job.row_begin;
+    const int64_t block = RowsPerItem(n_rows, job.n_tokens);
+    first_item[j + 1] = first_item[j] + (n_rows + block - 1) / block;
+  }
+  exec.pool.ParallelFor(first_item.back(), [&](int64_t item, int) {
+    const size_t j = static_cast<size_t>(
+        std::upper_bound(first_item.begin(), first_item.end(), item) - first_item.begin() - 1);
+    const MatMulJob& job = jobs[j];
+    const PreparedInput& in = inputs[input_of[j]];
+    const int64_t n_rows = job.row_end - job.row_begin;
+    const int64_t begin =
+        job.row_begin + (item - first_item[j]) * RowsPerItem(n_rows, job.n_tokens);
+    const int64_t end = std::min(job.row_end, begin + RowsPerItem(n_rows, job.n_tokens));
+    float* y = job.y + (begin - job.row_begin);
+    switch (in.form) {
+      case InputForm::kQ8:
+        exec.k.matmul_rows_q8(*job.w, begin, end, in.q8, y, n_rows);
+        break;
+      case InputForm::kBf16:
+        exec.k.matmul_rows_bf16(*job.w, begin, end, in.bf16.data(), job.n_tokens, y, n_rows);
+        break;
+      case InputForm::kF32:
+        exec.k.matmul_rows(*job.w, begin, end, job.x, job.n_tokens, y, n_rows);
+        break;
+    }
+  });
+}
+
 void MatMulRows(Exec& exec, const WeightMatrix& w, int64_t row_begin, int64_t row_end,
                 const float* x, int64_t n_tokens, float* y) {
-  const int64_t n_rows = row_end - row_begin;
-  // Rows per work item: large enough to amortise scheduling and to reuse activations across
-  // rows (prefill), small enough to balance threads on short matrices (decode).
-  const int64_t block = n_rows >= 4096 || n_tokens > 8 ? 64 : 16;
-  if (w.dtype == DType::kI8) {
-    // Activations are quantised once per call (per token and block, independent of the batch).
-    // Workers must see the caller's buffer: bind a reference (a thread_local named inside the
-    // lambda would be each worker's own, empty instance).
-    thread_local Q8Activations caller_buffer;
-    Q8Activations& q8 = caller_buffer;
-    QuantizeActivationsQ8(x, n_tokens, w.cols, &q8);
-    exec.pool.ParallelFor((n_rows + block - 1) / block, [&](int64_t item, int) {
-      const int64_t begin = row_begin + item * block;
-      const int64_t end = std::min(row_end, begin + block);
-      exec.k.matmul_rows_q8(w, begin, end, q8, y + (begin - row_begin), n_rows);
-    });
-    return;
-  }
-  if (w.dtype == DType::kBF16 && exec.k.matmul_rows_bf16 != nullptr) {
-    thread_local std::vector<uint16_t> caller_buffer;
-    std::vector<uint16_t>& x_bf16 = caller_buffer;  // workers read the caller's buffer
-    x_bf16.resize(static_cast<size_t>(n_tokens * w.cols));
-    for (size_t i = 0; i < x_bf16.size(); ++i) x_bf16[i] = F32ToBF16(x[i]);
-    exec.pool.ParallelFor((n_rows + block - 1) / block, [&](int64_t item, int) {
-      const int64_t begin = row_begin + item * block;
-      const int64_t end = std::min(row_end, begin + block);
-      exec.k.matmul_rows_bf16(w, begin, end, x_bf16.data(), n_tokens, y + (begin - row_begin),
-                              n_rows);
-    });
-    return;
-  }
-  exec.pool.ParallelFor((n_rows + block - 1) / block, [&](int64_t item, int) {
-    const int64_t begin = row_begin + item * block;
-    const int64_t end = std::min(row_end, begin + block);
-    exec.k.matmul_rows(w, begin, end, x, n_tokens, y + (begin - row_begin), n_rows);
-  });
+  const MatMulJob job{
+      .w = &w, .row_begin = row_begin, .row_end = row_end, .x = x, .n_tokens = n_tokens, .y = y};
+  MatMulBatch(exec, std::span<const MatMulJob>(&job, 1));
 }
 
 void MatMul(Exec& exec, const WeightMatrix& w, const float* x, int64_t n_tokens, float* y) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "core/dtype.h"
 #include "kernels/kernel_table.h"
@@ -40,5 +41,22 @@ void MatMul(Exec& exec, const WeightMatrix& w, const float* x, int64_t n_tokens,
 // Same for a subset of output rows [row_begin, row_end) of `w`; y: [n_tokens, row_end-row_begin].
 void MatMulRows(Exec& exec, const WeightMatrix& w, int64_t row_begin, int64_t row_end,
                 const float* x, int64_t n_tokens, float* y);
+
+// One product of a batch: rows [row_begin, row_end) of `*w` against x [n_tokens, w->cols],
+// written to y [n_tokens, row_end - row_begin].
+struct MatMulJob {
+  const WeightMatrix* w = nullptr;
+  int64_t row_begin = 0;
+  int64_t row_end = 0;
+  const float* x = nullptr;
+  int64_t n_tokens = 0;
+  float* y = nullptr;
+};
+
+// Runs all `jobs` in one parallel region: one hand-off to the worker threads for, say, all the
+// experts of a MoE layer or all the heads of W_uk, instead of one per matrix (a decode step has
+// hundreds of small products). Each output element is computed exactly as by MatMulRows. Jobs
+// that share an input pointer share its conversion (bf16 rounding or Q8 quantisation).
+void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs);
 
 }  // namespace mlarun

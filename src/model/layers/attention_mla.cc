@@ -78,20 +78,29 @@ void AttendAbsorbed(const LayerContext& ctx, const MlaWeights& w, const float* q
   const int width = latent + c.qk_rope_head_dim;
   const int dv = c.v_head_dim;
   const int64_t n = static_cast<int64_t>(indices.size());
-  // q_abs [n, n_head, latent + rope]: per head, q_nope [n, nope] times W_uk^T.
+  // q_abs [n, n_head, latent + rope]: per head, q_nope [n, nope] times W_uk^T (all heads' products
+  // in one parallel region).
   std::vector<float> q_abs(static_cast<size_t>(n * n_head * width));
-  std::vector<float> gathered(static_cast<size_t>(n * std::max(nope, latent)));
-  std::vector<float> product(static_cast<size_t>(n * std::max(latent, dv)));
+  const int64_t per_head = n * std::max({nope, latent, dv});
+  std::vector<float> gathered(static_cast<size_t>(n_head * per_head));  // [n_head, n, nope|latent]
+  std::vector<float> product(static_cast<size_t>(n_head * per_head));   // [n_head, n, latent|v]
+  std::vector<MatMulJob> jobs;
   for (int h = 0; h < n_head; ++h) {
     for (int64_t i = 0; i < n; ++i) {
       const float* q_head =
           q + (static_cast<int64_t>(indices[static_cast<size_t>(i)]) * n_head + h) * qk;
-      std::copy_n(q_head, nope, gathered.data() + i * nope);
+      std::copy_n(q_head, nope, gathered.data() + h * per_head + i * nope);
       std::copy(q_head + nope, q_head + qk, q_abs.data() + (i * n_head + h) * width + latent);
     }
-    MatMul(ctx.exec, w.w_uk_t[static_cast<size_t>(h)], gathered.data(), n, product.data());
+    const WeightMatrix& w_uk_t = w.w_uk_t[static_cast<size_t>(h)];
+    jobs.push_back({&w_uk_t, 0, w_uk_t.rows, gathered.data() + h * per_head, n,
+                    product.data() + h * per_head});
+  }
+  MatMulBatch(ctx.exec, jobs);
+  for (int h = 0; h < n_head; ++h) {
     for (int64_t i = 0; i < n; ++i) {
-      std::copy_n(product.data() + i * latent, latent, q_abs.data() + (i * n_head + h) * width);
+      std::copy_n(product.data() + h * per_head + i * latent, latent,
+                  q_abs.data() + (i * n_head + h) * width);
     }
   }
   const AttentionSpec spec{.n_head_q = n_head,
@@ -118,16 +127,20 @@ void AttendAbsorbed(const LayerContext& ctx, const MlaWeights& w, const float* q
     });
   }
   // o_h = W_uv_h o_lat_h with W_uv_h = rows [h * (nope + v) + nope, + v) of kv_b_proj.
+  jobs.clear();
   for (int h = 0; h < n_head; ++h) {
     for (int64_t i = 0; i < n; ++i) {
       std::copy_n(o_latent.data() + (i * n_head + h) * latent, latent,
-                  gathered.data() + i * latent);
+                  gathered.data() + h * per_head + i * latent);
     }
     const int64_t row_begin = static_cast<int64_t>(h) * (nope + dv) + nope;
-    MatMulRows(ctx.exec, w.kv_b_proj, row_begin, row_begin + dv, gathered.data(), n,
-               product.data());
+    jobs.push_back({&w.kv_b_proj, row_begin, row_begin + dv, gathered.data() + h * per_head, n,
+                    product.data() + h * per_head});
+  }
+  MatMulBatch(ctx.exec, jobs);
+  for (int h = 0; h < n_head; ++h) {
     for (int64_t i = 0; i < n; ++i) {
-      std::copy_n(product.data() + i * dv, dv,
+      std::copy_n(product.data() + h * per_head + i * dv, dv,
                   o + (static_cast<int64_t>(indices[static_cast<size_t>(i)]) * n_head + h) * dv);
     }
   }

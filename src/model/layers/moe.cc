@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <vector>
 
 #include "kernels/matmul.h"
@@ -86,14 +87,52 @@ void SelectExperts(const GateSpec& spec, std::span<const float> router_logits,
   }
 }
 
+namespace {
+
+// One SwiGLU MLP applied to its own tokens: out [n_tokens, hidden] = MLP(x [n_tokens, hidden]).
+struct MlpRun {
+  const MlpWeights* w = nullptr;
+  const float* x = nullptr;
+  int64_t n_tokens = 0;
+  float* out = nullptr;
+};
+
+// Runs several MLPs (the experts of a MoE layer) with two parallel regions in all: gate and up
+// projections of every run, then every down projection.
+void DenseMlps(Exec& exec, std::span<const MlpRun> runs) {
+  std::vector<size_t> offset(runs.size() + 1, 0);  // into gate / up, [n_tokens, inter] per run
+  for (size_t i = 0; i < runs.size(); ++i) {
+    offset[i + 1] = offset[i] + static_cast<size_t>(runs[i].n_tokens * runs[i].w->gate_proj.rows);
+  }
+  std::vector<float> gate(offset.back());
+  std::vector<float> up(offset.back());
+  std::vector<MatMulJob> jobs;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const MlpRun& r = runs[i];
+    const int64_t inter = r.w->gate_proj.rows;
+    jobs.push_back({&r.w->gate_proj, 0, inter, r.x, r.n_tokens, gate.data() + offset[i]});
+    jobs.push_back({&r.w->up_proj, 0, inter, r.x, r.n_tokens, up.data() + offset[i]});
+  }
+  MatMulBatch(exec, jobs);
+  SiluMul(gate.data(), up.data(), static_cast<int64_t>(gate.size()));
+  jobs.clear();
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const MlpRun& r = runs[i];
+    jobs.push_back(
+        {&r.w->down_proj, 0, r.w->down_proj.rows, gate.data() + offset[i], r.n_tokens, r.out});
+  }
+  MatMulBatch(exec, jobs);
+}
+
+// Token rows (expert assignments) batched into one DenseMlps call: bounds the scratch memory of a
+// long prefill while a decode step runs all its experts together.
+constexpr int64_t kMaxRowsPerExpertBatch = 256;
+
+}  // namespace
+
 void DenseMlp(Exec& exec, const MlpWeights& w, const float* x, int64_t n_tokens, float* out) {
-  const int64_t inter = w.gate_proj.rows;
-  std::vector<float> gate(static_cast<size_t>(n_tokens * inter));
-  std::vector<float> up(static_cast<size_t>(n_tokens * inter));
-  MatMul(exec, w.gate_proj, x, n_tokens, gate.data());
-  MatMul(exec, w.up_proj, x, n_tokens, up.data());
-  SiluMul(gate.data(), up.data(), n_tokens * inter);
-  MatMul(exec, w.down_proj, gate.data(), n_tokens, out);
+  const MlpRun run{.w = &w, .x = x, .n_tokens = n_tokens, .out = out};
+  DenseMlps(exec, std::span<const MlpRun>(&run, 1));
 }
 
 void MoeFeedForward(const LayerContext& ctx, const MoeWeights& w, const float* x, float* out,
@@ -112,40 +151,72 @@ void MoeFeedForward(const LayerContext& ctx, const MoeWeights& w, const float* x
                   std::span<const float>(w.e_score_correction_bias.values), ids.data() + t * k,
                   weights.data() + t * k);
   }
-  // Tokens grouped by expert, so each expert's weights are read once for the whole batch.
-  std::vector<std::vector<std::pair<int64_t, float>>> routed(static_cast<size_t>(spec.n_experts));
+  // Tokens grouped by expert, so each expert's weights are read once for the whole batch. The
+  // shared experts (one MLP) come last with weight 1 for every token.
+  const bool has_shared = !w.shared.gate_proj.empty();
+  std::vector<std::vector<std::pair<int64_t, float>>> routed(
+      static_cast<size_t>(spec.n_experts + (has_shared ? 1 : 0)));
   for (int64_t t = 0; t < n; ++t) {
     for (int i = 0; i < k; ++i) {
       routed[static_cast<size_t>(ids[static_cast<size_t>(t * k + i)])].push_back(
           {t, weights[static_cast<size_t>(t * k + i)]});
     }
+    if (has_shared) routed.back().push_back({t, 1.0f});
+  }
+  auto weights_of = [&](size_t e) -> const MlpWeights& {
+    return e < static_cast<size_t>(spec.n_experts) ? w.experts[e] : w.shared;
+  };
+  if (expert_counts != nullptr) {
+    for (int e = 0; e < spec.n_experts; ++e) {
+      (*expert_counts)[static_cast<size_t>(e)] +=
+          static_cast<int64_t>(routed[static_cast<size_t>(e)].size());
+    }
   }
   std::fill(out, out + n * hidden, 0.0f);
+  // Experts in ascending id order, in batches of consecutive experts: each token's sum has a
+  // fixed order, whatever the batch.
   std::vector<float> gathered;
   std::vector<float> expert_out;
-  // Experts in ascending id order: each token's sum has a fixed order, whatever the batch.
-  for (int e = 0; e < spec.n_experts; ++e) {
-    const auto& tokens = routed[static_cast<size_t>(e)];
-    if (expert_counts != nullptr)
-      (*expert_counts)[static_cast<size_t>(e)] += static_cast<int64_t>(tokens.size());
-    if (tokens.empty()) continue;
-    const int64_t m = static_cast<int64_t>(tokens.size());
-    gathered.resize(static_cast<size_t>(m * hidden));
-    expert_out.resize(static_cast<size_t>(m * hidden));
-    for (int64_t i = 0; i < m; ++i) {
-      std::copy_n(x + tokens[static_cast<size_t>(i)].first * hidden, hidden,
-                  gathered.data() + i * hidden);
+  std::vector<MlpRun> runs;
+  std::vector<size_t> run_expert;
+  size_t e = 0;
+  while (e < routed.size()) {
+    runs.clear();
+    run_expert.clear();
+    int64_t rows = 0;
+    // The batch: experts [e, next) holding at most kMaxRowsPerExpertBatch token rows (or one).
+    size_t next = e;
+    for (; next < routed.size(); ++next) {
+      const int64_t m = static_cast<int64_t>(routed[next].size());
+      if (rows > 0 && rows + m > kMaxRowsPerExpertBatch) break;
+      rows += m;
     }
-    DenseMlp(ctx.exec, w.experts[static_cast<size_t>(e)], gathered.data(), m, expert_out.data());
-    for (int64_t i = 0; i < m; ++i) {
-      Axpy(tokens[static_cast<size_t>(i)].second, expert_out.data() + i * hidden,
-           out + tokens[static_cast<size_t>(i)].first * hidden, hidden);
+    gathered.resize(static_cast<size_t>(rows * hidden));
+    expert_out.resize(static_cast<size_t>(rows * hidden));
+    int64_t row = 0;
+    for (size_t i = e; i < next; ++i) {
+      const auto& tokens = routed[i];
+      if (tokens.empty()) continue;
+      for (size_t j = 0; j < tokens.size(); ++j) {
+        std::copy_n(x + tokens[j].first * hidden, hidden,
+                    gathered.data() + (row + static_cast<int64_t>(j)) * hidden);
+      }
+      runs.push_back({.w = &weights_of(i),
+                      .x = gathered.data() + row * hidden,
+                      .n_tokens = static_cast<int64_t>(tokens.size()),
+                      .out = expert_out.data() + row * hidden});
+      run_expert.push_back(i);
+      row += static_cast<int64_t>(tokens.size());
     }
-  }
-  if (!w.shared.gate_proj.empty()) {
-    std::vector<float> shared(static_cast<size_t>(n * hidden));
-    DenseMlp(ctx.exec, w.shared, x, n, shared.data());
-    for (int64_t i = 0; i < n * hidden; ++i) out[i] += shared[static_cast<size_t>(i)];
+    DenseMlps(ctx.exec, runs);
+    for (size_t r = 0; r < runs.size(); ++r) {
+      const auto& tokens = routed[run_expert[r]];
+      for (size_t j = 0; j < tokens.size(); ++j) {
+        Axpy(tokens[j].second, runs[r].out + static_cast<int64_t>(j) * hidden,
+             out + tokens[j].first * hidden, hidden);
+      }
+    }
+    e = next;
   }
 }
 
