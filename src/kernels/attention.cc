@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -20,11 +21,15 @@ void ResetPartial(const AttentionSpec& spec, AttentionPartial partial) {
 void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows& rows,
                    const AttendArgs& args, AttentionPartial partial) {
   // Rows are processed in tiles of kTileRows consecutive rows of the span list (whatever blocks
-  // they sit in, so paged and contiguous caches give identical results): the tile is decoded
-  // once, scored against every query head that reads it, then each head makes one softmax update
-  // per tile (a single rescale when the maximum grows, vectorised exp) and adds the weighted V.
+  // they sit in, so paged and contiguous caches give identical results): the tile is scored
+  // against every query head that reads it, then each head makes one softmax update per tile (a
+  // single rescale when the maximum grows, vectorised exp) and adds the weighted V.
+  // bf16 rows are read in place where the ISA has kernels for it (exact float32 products of the
+  // widened rows; the query permuted once into the kernels' pair form); other rows are first
+  // decoded into a float tile.
   constexpr int kTileRows = 32;
   const KvRowFormat& format = rows.format;
+  const bool in_place = format.dtype == DType::kBF16 && k.dot_rows_bf16 != nullptr;
   const int group = spec.n_head_q / spec.n_head_kv;
   const int kv_end = args.kv_head_end < 0 ? spec.n_head_kv : args.kv_head_end;
   const int dk = spec.head_dim_qk;
@@ -33,19 +38,43 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
   thread_local std::vector<float> tile;
   thread_local std::vector<float> bias;
   thread_local std::vector<float> scores;
-  tile.resize(static_cast<size_t>(kTileRows) * values);
+  thread_local std::vector<float> q_pairs;
+  thread_local std::vector<float> probs;  // [n, group]: the scores' transpose, as P V reads it
+  const uint8_t* raw_rows[kTileRows];
   bias.resize(kTileRows);
   scores.resize(static_cast<size_t>(group) * kTileRows);
+  probs.resize(scores.size());
+  if (in_place) {
+    q_pairs.resize(static_cast<size_t>(spec.n_head_q) * dk);
+    for (int h = args.kv_head_begin * group; h < kv_end * group; ++h) {
+      k.bf16_pair_form(args.q + static_cast<ptrdiff_t>(h) * dk, dk,
+                       q_pairs.data() + static_cast<size_t>(h) * dk);
+    }
+  } else {
+    tile.resize(static_cast<size_t>(kTileRows) * values);
+  }
   int n = 0;  // rows in the tile
   auto process_tile = [&] {
     for (int g = args.kv_head_begin; g < kv_end; ++g) {
       // Scores of the group's heads: S [group, n] = Q_g [group, dk] K^T, as a small GEMM.
-      const WeightMatrix keys{.dtype = DType::kF32,
-                              .rows = n,
-                              .cols = dk,
-                              .data = tile.data() + g * format.head_dim_k,
-                              .row_stride = values};
-      k.matmul_rows(keys, 0, n, args.q + g * group * dk, group, scores.data(), n);
+      const uint16_t* k_rows[kTileRows];
+      const uint16_t* v_rows[kTileRows];
+      if (in_place) {
+        for (int j = 0; j < n; ++j) {
+          const uint16_t* row = reinterpret_cast<const uint16_t*>(raw_rows[j]);
+          k_rows[j] = row + static_cast<ptrdiff_t>(g) * format.head_dim_k;
+          v_rows[j] = row + format.VOffset(g);
+        }
+        k.dot_rows_bf16(k_rows, n, q_pairs.data() + static_cast<size_t>(g) * group * dk, group, dk,
+                        scores.data(), n);
+      } else {
+        const WeightMatrix keys{.dtype = DType::kF32,
+                                .rows = n,
+                                .cols = dk,
+                                .data = tile.data() + g * format.head_dim_k,
+                                .row_stride = values};
+        k.matmul_rows(keys, 0, n, args.q + g * group * dk, group, scores.data(), n);
+      }
       for (int i = 0; i < group; ++i) {
         const int h = g * group + i;
         float* s_row = scores.data() + static_cast<size_t>(i) * n;
@@ -66,25 +95,37 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
         for (int j = 0; j < n; ++j) s_row[j] -= partial.max_score[h];
         k.exp(s_row, n);
         float sum = 0.0f;
-        for (int j = 0; j < n; ++j) sum += s_row[j];
+        for (int j = 0; j < n; ++j) {
+          sum += s_row[j];
+          probs[static_cast<size_t>(j) * group + static_cast<size_t>(i)] = s_row[j];
+        }
         partial.sum_exp[h] += sum;
       }
       // acc_h += sum_j p_hj v_j for the group's heads at once.
-      k.pv_accumulate(scores.data(), group, n, tile.data() + format.VOffset(g), values, dv,
-                      partial.acc + static_cast<size_t>(g) * group * dv);
+      float* group_acc = partial.acc + static_cast<size_t>(g) * group * dv;
+      if (in_place) {
+        k.pv_accumulate_bf16(probs.data(), group, n, v_rows, dv, group_acc);
+      } else {
+        k.pv_accumulate(probs.data(), group, n, tile.data() + format.VOffset(g), values, dv,
+                        group_acc);
+      }
     }
     n = 0;
   };
   for (const KvSpan& span : args.spans) {
     for (int32_t r = 0; r < span.n_rows; ++r) {
       const uint8_t* raw = rows.Row(span.block, span.row_begin + r);
-      float* dst = tile.data() + static_cast<size_t>(n) * values;
-      if (format.dtype == DType::kF32) {
-        std::memcpy(dst, raw, static_cast<size_t>(values) * sizeof(float));
-      } else if (format.dtype == DType::kBF16) {
-        k.bf16_to_f32(reinterpret_cast<const uint16_t*>(raw), dst, values);
+      if (in_place) {
+        raw_rows[n] = raw;
       } else {
-        DecodeKvRow(format, raw, dst);
+        float* dst = tile.data() + static_cast<size_t>(n) * values;
+        if (format.dtype == DType::kF32) {
+          std::memcpy(dst, raw, static_cast<size_t>(values) * sizeof(float));
+        } else if (format.dtype == DType::kBF16) {
+          k.bf16_to_f32(reinterpret_cast<const uint16_t*>(raw), dst, values);
+        } else {
+          DecodeKvRow(format, raw, dst);
+        }
       }
       bias[static_cast<size_t>(n)] = span.score_bias;
       if (++n == kTileRows) process_tile();

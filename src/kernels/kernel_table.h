@@ -34,12 +34,23 @@ struct KernelTable {
   void (*axpy)(float a, const float* x, float* y, int64_t n);  // y += a x
   void (*scale)(float a, float* x, int64_t n);                 // x *= a
   void (*exp)(float* x, int64_t n);                            // x = exp(x), x <= 0 typical
-  // acc[h, :] += sum_j p[h, j] v_j for h < n_heads, j < n_rows; p: [n_heads, n_rows],
+  // acc[h, :] += sum_j p[j, h] v_j for h < n_heads, j < n_rows; p: [n_rows, n_heads],
   // v_j = v + j * v_stride ([dv] each), acc: [n_heads, dv]. Each acc element sums over j in
   // order.
   void (*pv_accumulate)(const float* p, int n_heads, int n_rows, const float* v, int64_t v_stride,
                         int dv, float* acc);
   void (*bf16_to_f32)(const uint16_t* in, float* out, int64_t n);
+  // Optional (null in the scalar table): kernels that read bf16 rows in place, by pointer
+  // (cached K/V rows of absorbed MLA decode), widening them exactly to float32.
+  // out = x in the "pair form" dot_rows_bf16 reads (an ISA-specific permutation of x [n]).
+  void (*bf16_pair_form)(const float* x, int64_t n, float* out);
+  // s[h * lds + j] = q[h] . rows[j] for h < n_heads, j < n_rows, over `dim` values;
+  // q: [n_heads, dim], each head in pair form.
+  void (*dot_rows_bf16)(const uint16_t* const* rows, int n_rows, const float* q, int n_heads,
+                        int dim, float* s, int lds);
+  // pv_accumulate over bf16 rows given by pointer, v_j = v_rows[j] ([dv] bf16 each).
+  void (*pv_accumulate_bf16)(const float* p, int n_heads, int n_rows, const uint16_t* const* v_rows,
+                             int dv, float* acc);
 };
 
 // Returns the table for `isa`; the caller must check IsaSupported(isa) first.

@@ -235,6 +235,51 @@ TEST_P(SimdTest, AttentionMatchesScalarOnBf16LatentRows) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << i;
 }
 
+TEST_P(SimdTest, DotRowsAndPvOverBf16RowPointersMatchScalar) {
+  for (int n_heads : {1, 3, 16}) {
+    for (int dim : {7, 40, 576}) {
+      const int n_rows = 13;
+      const std::vector<float> rows_f = Random(static_cast<size_t>(n_rows * (dim + 3)), 41);
+      const std::vector<float> q_f = Random(static_cast<size_t>(n_heads * dim), 42);
+      std::vector<uint16_t> rows_h(rows_f.size());
+      for (size_t i = 0; i < rows_f.size(); ++i) rows_h[i] = F32ToBF16(rows_f[i]);
+      // Rows out of order and strided, as paged cache rows are.
+      std::vector<const uint16_t*> ptrs(n_rows);
+      for (int j = 0; j < n_rows; ++j)
+        ptrs[static_cast<size_t>(j)] = rows_h.data() + ((j * 5) % n_rows) * (dim + 3);
+      const int lds = n_rows + 2;
+      std::vector<float> s(static_cast<size_t>(n_heads * lds), -1.0f);
+      std::vector<float> q_pairs(q_f.size());
+      for (int h = 0; h < n_heads; ++h) {
+        simd().bf16_pair_form(q_f.data() + h * dim, dim, q_pairs.data() + h * dim);
+      }
+      simd().dot_rows_bf16(ptrs.data(), n_rows, q_pairs.data(), n_heads, dim, s.data(), lds);
+      for (int h = 0; h < n_heads; ++h) {
+        for (int j = 0; j < n_rows; ++j) {
+          double expected = 0.0;
+          for (int d = 0; d < dim; ++d) {
+            expected += static_cast<double>(q_f[static_cast<size_t>(h * dim + d)]) *
+                        BF16ToF32(ptrs[static_cast<size_t>(j)][d]);
+          }
+          EXPECT_NEAR(s[static_cast<size_t>(h * lds + j)], expected, 1e-5 * dim) << h << " " << j;
+        }
+        EXPECT_EQ(s[static_cast<size_t>(h * lds + n_rows)], -1.0f);  // untouched padding
+      }
+      // P V over the same row pointers (dv = dim) against the f32 kernel on decoded rows.
+      const std::vector<float> p = Random(static_cast<size_t>(n_heads * n_rows), 43);
+      std::vector<float> v_f(static_cast<size_t>(n_rows * dim));
+      for (int j = 0; j < n_rows; ++j) {
+        for (int d = 0; d < dim; ++d)
+          v_f[static_cast<size_t>(j * dim + d)] = BF16ToF32(ptrs[static_cast<size_t>(j)][d]);
+      }
+      std::vector<float> a = Random(static_cast<size_t>(n_heads * dim), 44), b = a;
+      simd().pv_accumulate_bf16(p.data(), n_heads, n_rows, ptrs.data(), dim, a.data());
+      scalar().pv_accumulate(p.data(), n_heads, n_rows, v_f.data(), dim, dim, b.data());
+      for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << n_heads << " " << dim;
+    }
+  }
+}
+
 std::vector<Isa> SimdIsas() {
   std::vector<Isa> out;
   for (Isa isa : SupportedIsas()) {

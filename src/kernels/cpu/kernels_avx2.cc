@@ -26,6 +26,12 @@ struct V {
     for (int i = 0; i < n; ++i) tmp[i] = p[i];
     return LoadBf16(tmp);
   }
+  // 2 kWidth bf16 values as pairs (see the AVX-512 traits).
+  static void LoadBf16Pairs(const uint16_t* p, F* even, F* odd) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    *even = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    *odd = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(-65536)));
+  }
   static F Fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F Sub(F a, F b) { return _mm256_sub_ps(a, b); }

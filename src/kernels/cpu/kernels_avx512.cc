@@ -24,6 +24,13 @@ struct V {
     const __m256i h = _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << n) - 1u), p);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
+  // 2 kWidth bf16 values as pairs: lane i holds values 2i (low half) and 2i + 1 (high half), as
+  // floats exactly lane << 16 and lane & 0xffff0000 (one integer op per 16 values).
+  static void LoadBf16Pairs(const uint16_t* p, F* even, F* odd) {
+    const __m512i v = _mm512_loadu_si512(p);
+    *even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+    *odd = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(-65536)));
+  }
   static F Fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F Mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F Sub(F a, F b) { return _mm512_sub_ps(a, b); }

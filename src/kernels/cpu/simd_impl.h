@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/dtype.h"
@@ -271,45 +272,142 @@ void Exp(float* x, int64_t n) {
 }
 
 // Register-blocked P V: for each V-wide slice of the output, up to 16 heads' accumulators stay in
-// registers while the rows stream past (one load of v_j per 16 multiply-adds).
-template <int NH>
-inline void PvSlice(const float* p, int n_rows, const float* v, int64_t v_stride, int dv, int c,
-                    float* acc, int tail) {
+// registers while the rows stream past (one load of v_j, one broadcast of p[j, h] per
+// multiply-add). `load_v(j, c)` returns values [c, c + kW) of row j; `load_tail(j, c, n)` the
+// last n < kW, zero-filled. p: [n_rows, n_heads].
+template <int NH, bool kTail, typename LoadV, typename LoadTailV>
+inline void PvSlice(const float* p, int n_heads, int n_rows, LoadV load_v, LoadTailV load_tail,
+                    int dv, int c, float* acc, int tail) {
   F a[NH];
   for (int h = 0; h < NH; ++h) {
-    a[h] = tail == kW ? V::Load(acc + h * dv + c) : V::LoadTail(acc + h * dv + c, tail);
+    if constexpr (kTail) {
+      a[h] = V::LoadTail(acc + h * dv + c, tail);
+    } else {
+      a[h] = V::Load(acc + h * dv + c);
+    }
   }
   for (int j = 0; j < n_rows; ++j) {
-    const F vj =
-        tail == kW ? V::Load(v + j * v_stride + c) : V::LoadTail(v + j * v_stride + c, tail);
-    for (int h = 0; h < NH; ++h) a[h] = V::Fma(V::Set1(p[h * n_rows + j]), vj, a[h]);
+    F vj;
+    if constexpr (kTail) {
+      vj = load_tail(j, c, tail);
+    } else {
+      vj = load_v(j, c);
+    }
+    const float* pj = p + j * n_heads;
+    for (int h = 0; h < NH; ++h) a[h] = V::Fma(V::Set1(pj[h]), vj, a[h]);
   }
   for (int h = 0; h < NH; ++h) {
-    if (tail == kW) {
-      V::Store(acc + h * dv + c, a[h]);
-    } else {
+    if constexpr (kTail) {
       alignas(64) float tmp[kW];
       V::Store(tmp, a[h]);
       for (int i = 0; i < tail; ++i) acc[h * dv + c + i] = tmp[i];
+    } else {
+      V::Store(acc + h * dv + c, a[h]);
     }
   }
 }
 
-template <int NH>
-inline void PvHeads(const float* p, int n_rows, const float* v, int64_t v_stride, int dv,
-                    float* acc) {
-  for (int c = 0; c < dv; c += kW)
-    PvSlice<NH>(p, n_rows, v, v_stride, dv, c, acc, std::min(kW, dv - c));
+template <typename LoadV, typename LoadTailV>
+void PvAccumulateWith(const float* p, int n_heads, int n_rows, LoadV load_v, LoadTailV load_tail,
+                      int dv, float* acc) {
+  auto heads = [&](auto nh, int h) {
+    constexpr int kNh = decltype(nh)::value;
+    int c = 0;
+    for (; c + kW <= dv; c += kW) {
+      PvSlice<kNh, false>(p + h, n_heads, n_rows, load_v, load_tail, dv, c, acc + h * dv, kW);
+    }
+    if (c < dv) {
+      PvSlice<kNh, true>(p + h, n_heads, n_rows, load_v, load_tail, dv, c, acc + h * dv, dv - c);
+    }
+  };
+  int h = 0;
+  for (; h + 16 <= n_heads; h += 16) heads(std::integral_constant<int, 16>{}, h);
+  for (; h + 4 <= n_heads; h += 4) heads(std::integral_constant<int, 4>{}, h);
+  for (; h < n_heads; ++h) heads(std::integral_constant<int, 1>{}, h);
 }
 
 void PvAccumulate(const float* p, int n_heads, int n_rows, const float* v, int64_t v_stride, int dv,
                   float* acc) {
-  int h = 0;
-  for (; h + 16 <= n_heads; h += 16)
-    PvHeads<16>(p + h * n_rows, n_rows, v, v_stride, dv, acc + h * dv);
-  for (; h + 4 <= n_heads; h += 4)
-    PvHeads<4>(p + h * n_rows, n_rows, v, v_stride, dv, acc + h * dv);
-  for (; h < n_heads; ++h) PvHeads<1>(p + h * n_rows, n_rows, v, v_stride, dv, acc + h * dv);
+  PvAccumulateWith(
+      p, n_heads, n_rows, [&](int j, int c) { return V::Load(v + j * v_stride + c); },
+      [&](int j, int c, int n) { return V::LoadTail(v + j * v_stride + c, n); }, dv, acc);
+}
+
+void PvAccumulateBf16(const float* p, int n_heads, int n_rows, const uint16_t* const* v_rows,
+                      int dv, float* acc) {
+  PvAccumulateWith(
+      p, n_heads, n_rows, [&](int j, int c) { return V::LoadBf16(v_rows[j] + c); },
+      [&](int j, int c, int n) { return V::LoadBf16Tail(v_rows[j] + c, n); }, dv, acc);
+}
+
+// Pair form of a float vector for dot products with bf16 rows loaded as pairs: per step of
+// 2 kW values, the kW even-indexed values, then the kW odd-indexed ones; a shorter tail as is.
+void Bf16PairForm(const float* x, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + 2 * kW <= n; i += 2 * kW) {
+    for (int l = 0; l < kW; ++l) {
+      out[i + l] = x[i + 2 * l];
+      out[i + kW + l] = x[i + 2 * l + 1];
+    }
+  }
+  for (; i < n; ++i) out[i] = x[i];
+}
+
+// s[h * lds + r] = rows[r] . q[h] for MR rows and NH heads; q in pair form. The bf16 rows are
+// widened exactly to float and multiplied in float32 (two FMAs per 2 kW values).
+template <int MR, int NH>
+inline void PairTile(const uint16_t* const* rows, const float* q, int dim, float* s, int lds) {
+  F acc[MR][NH];
+  for (int r = 0; r < MR; ++r) {
+    for (int h = 0; h < NH; ++h) acc[r][h] = V::Zero();
+  }
+  int d = 0;
+  for (; d + 2 * kW <= dim; d += 2 * kW) {
+    F q_even[NH];
+    F q_odd[NH];
+    for (int h = 0; h < NH; ++h) {
+      q_even[h] = V::Load(q + h * dim + d);
+      q_odd[h] = V::Load(q + h * dim + d + kW);
+    }
+    for (int r = 0; r < MR; ++r) {
+      F even;
+      F odd;
+      V::LoadBf16Pairs(rows[r] + d, &even, &odd);
+      for (int h = 0; h < NH; ++h) {
+        acc[r][h] = V::Fma(even, q_even[h], acc[r][h]);
+        acc[r][h] = V::Fma(odd, q_odd[h], acc[r][h]);
+      }
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    for (int h = 0; h < NH; ++h) {
+      float sum = V::Reduce(acc[r][h]);
+      for (int e = d; e < dim; ++e) sum += BF16ToF32(rows[r][e]) * q[h * dim + e];
+      s[h * lds + r] = sum;
+    }
+  }
+}
+
+void DotRowsBf16(const uint16_t* const* rows, int n_rows, const float* q, int n_heads, int dim,
+                 float* s, int lds) {
+  // Rows outer (each tile of rows is used by every head while in L1), heads inner; the next
+  // tile's rows are prefetched (cached rows come from L3 or DRAM, too few per row for the
+  // hardware prefetchers to ramp up).
+  const int64_t row_bytes = static_cast<int64_t>(dim) * 2;
+  auto heads = [&](auto mr, int r) {
+    constexpr int kMr = decltype(mr)::value;
+    for (int p = r + kMr; p < std::min(n_rows, r + 2 * kMr); ++p) {
+      for (int64_t b = 0; b < row_bytes; b += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(rows[p]) + b, _MM_HINT_T0);
+      }
+    }
+    ForEachTokenTile(n_heads, [&](auto nh, int64_t h) {
+      PairTile<kMr, decltype(nh)::value>(rows + r, q + h * dim, dim, s + h * lds + r, lds);
+    });
+  };
+  int r = 0;
+  for (; r + 4 <= n_rows; r += 4) heads(std::integral_constant<int, 4>{}, r);
+  for (; r < n_rows; ++r) heads(std::integral_constant<int, 1>{}, r);
 }
 
 void Scale(float a, float* x, int64_t n) {
@@ -328,6 +426,9 @@ const KernelTable kTable = {.isa = V::kIsa,
                             .scale = Scale,
                             .exp = Exp,
                             .pv_accumulate = PvAccumulate,
-                            .bf16_to_f32 = Bf16ToF32};
+                            .bf16_to_f32 = Bf16ToF32,
+                            .bf16_pair_form = Bf16PairForm,
+                            .dot_rows_bf16 = DotRowsBf16,
+                            .pv_accumulate_bf16 = PvAccumulateBf16};
 
 }  // namespace mlarun::SIMD_NAMESPACE

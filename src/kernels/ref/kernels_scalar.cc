@@ -58,7 +58,7 @@ void ExpScalar(float* x, int64_t n) {
 void PvAccumulateScalar(const float* p, int n_heads, int n_rows, const float* v, int64_t v_stride,
                         int dv, float* acc) {
   for (int h = 0; h < n_heads; ++h) {
-    for (int j = 0; j < n_rows; ++j) Axpy(p[h * n_rows + j], v + j * v_stride, acc + h * dv, dv);
+    for (int j = 0; j < n_rows; ++j) Axpy(p[j * n_heads + h], v + j * v_stride, acc + h * dv, dv);
   }
 }
 
