@@ -14,6 +14,7 @@ namespace mlarun {
 namespace {
 using Json = nlohmann::json;
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // the format's own limit is 100 MB
+constexpr uint64_t kDataAlignment = 64;             // written files: cache-line aligned data
 }  // namespace
 
 int64_t TensorInfo::NumElements() const {
@@ -160,24 +161,35 @@ void WriteSafetensorsStreaming(
     const std::string& path, const std::vector<TensorDecl>& decls,
     const std::map<std::string, std::string>& metadata,
     const std::function<void(const TensorDecl&, std::vector<uint8_t>&)>& fill) {
+  // Tensors whose size is a multiple of a cache line come first, the rest after with larger
+  // element types first: with the data section cache-line aligned, every large tensor then starts
+  // on a cache line (vector loads never straddle two lines) and every tensor on its element size.
+  auto n_bytes = [](const TensorDecl& d) {
+    uint64_t bytes = DTypeSize(d.dtype);
+    for (int64_t dim : d.shape) bytes *= static_cast<uint64_t>(dim);
+    return bytes;
+  };
   std::vector<const TensorDecl*> order;
   for (const TensorDecl& d : decls) order.push_back(&d);
-  std::stable_sort(order.begin(), order.end(), [](const TensorDecl* a, const TensorDecl* b) {
+  std::stable_sort(order.begin(), order.end(), [&](const TensorDecl* a, const TensorDecl* b) {
+    const bool a_lines = n_bytes(*a) % kDataAlignment == 0;
+    const bool b_lines = n_bytes(*b) % kDataAlignment == 0;
+    if (a_lines != b_lines) return a_lines;
     return DTypeSize(a->dtype) > DTypeSize(b->dtype);
   });
   Json header = Json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const TensorDecl* d : order) {
-    uint64_t bytes = DTypeSize(d->dtype);
-    for (int64_t dim : d->shape) bytes *= static_cast<uint64_t>(dim);
+    const uint64_t bytes = n_bytes(*d);
     header[d->name] = {{"dtype", DTypeName(d->dtype)},
                        {"shape", d->shape},
                        {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');  // keep the data section 8-byte aligned
+  // Pad the header with spaces (allowed by the format) so the data section starts on a cache line.
+  text.append((kDataAlignment - (8 + text.size()) % kDataAlignment) % kDataAlignment, ' ');
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) throw Error(path + ": cannot create");
   uint8_t size_bytes[8];

@@ -181,6 +181,9 @@ template <int NT>
 inline void TokenTileQ8(const int8_t* const* w_rows, const uint16_t* const* w_scales,
                         int64_t n_rows, const Q8Activations& x, int64_t t0, float* y, int64_t ldy) {
   int64_t r = 0;
+  if constexpr (NT == 1) {
+    for (; r + 8 <= n_rows; r += 8) TileQ8<8, NT>(w_rows + r, w_scales + r, x, t0, y + r, ldy);
+  }
   for (; r + 4 <= n_rows; r += 4) TileQ8<4, NT>(w_rows + r, w_scales + r, x, t0, y + r, ldy);
   for (; r < n_rows; ++r) TileQ8<1, NT>(w_rows + r, w_scales + r, x, t0, y + r, ldy);
 }
