@@ -71,9 +71,10 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
         const WeightMatrix keys{.dtype = DType::kF32,
                                 .rows = n,
                                 .cols = dk,
-                                .data = tile.data() + g * format.head_dim_k,
+                                .data = tile.data() + static_cast<ptrdiff_t>(g) * format.head_dim_k,
                                 .row_stride = values};
-        k.matmul_rows(keys, 0, n, args.q + g * group * dk, group, scores.data(), n);
+        k.matmul_rows(keys, 0, n, args.q + static_cast<ptrdiff_t>(g) * group * dk, group,
+                      scores.data(), n);
       }
       for (int i = 0; i < group; ++i) {
         const int h = g * group + i;

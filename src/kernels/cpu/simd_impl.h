@@ -186,10 +186,10 @@ inline void TokenTileQ8(const int8_t* const* w_rows, const uint16_t* const* w_sc
   // share a 4 KB page; one row per page in a tile keeps the accesses within each page ascending,
   // which the hardware prefetchers follow (GEMV from DRAM: ~80% -> ~90% of stream bandwidth).
   for (; r + 8 <= n_rows; r += 8) {
-    for (int half = 0; half < 2; ++half) {
+    for (int64_t half = 0; half < 2; ++half) {
       const int8_t* rows[4];
       const uint16_t* scales[4];
-      for (int i = 0; i < 4; ++i) {
+      for (int64_t i = 0; i < 4; ++i) {
         rows[i] = w_rows[r + 2 * i + half];
         scales[i] = w_scales[r + 2 * i + half];
       }
@@ -291,17 +291,17 @@ void Exp(float* x, int64_t n) {
 // multiply-add). `load_v(j, c)` returns values [c, c + kW) of row j; `load_tail(j, c, n)` the
 // last n < kW, zero-filled. p: [n_rows, n_heads].
 template <int NH, bool kTail, typename LoadV, typename LoadTailV>
-inline void PvSlice(const float* p, int n_heads, int n_rows, LoadV load_v, LoadTailV load_tail,
-                    int dv, int c, float* acc, int tail) {
+inline void PvSlice(const float* p, int64_t n_heads, int n_rows, LoadV load_v, LoadTailV load_tail,
+                    int64_t dv, int64_t c, float* acc, int tail) {
   F a[NH];
-  for (int h = 0; h < NH; ++h) {
+  for (int64_t h = 0; h < NH; ++h) {
     if constexpr (kTail) {
       a[h] = V::LoadTail(acc + h * dv + c, tail);
     } else {
       a[h] = V::Load(acc + h * dv + c);
     }
   }
-  for (int j = 0; j < n_rows; ++j) {
+  for (int64_t j = 0; j < n_rows; ++j) {
     F vj;
     if constexpr (kTail) {
       vj = load_tail(j, c, tail);
@@ -311,7 +311,7 @@ inline void PvSlice(const float* p, int n_heads, int n_rows, LoadV load_v, LoadT
     const float* pj = p + j * n_heads;
     for (int h = 0; h < NH; ++h) a[h] = V::Fma(V::Set1(pj[h]), vj, a[h]);
   }
-  for (int h = 0; h < NH; ++h) {
+  for (int64_t h = 0; h < NH; ++h) {
     if constexpr (kTail) {
       alignas(64) float tmp[kW];
       V::Store(tmp, a[h]);
@@ -325,17 +325,18 @@ inline void PvSlice(const float* p, int n_heads, int n_rows, LoadV load_v, LoadT
 template <typename LoadV, typename LoadTailV>
 void PvAccumulateWith(const float* p, int n_heads, int n_rows, LoadV load_v, LoadTailV load_tail,
                       int dv, float* acc) {
-  auto heads = [&](auto nh, int h) {
+  auto heads = [&](auto nh, int64_t h) {
     constexpr int kNh = decltype(nh)::value;
-    int c = 0;
+    int64_t c = 0;
     for (; c + kW <= dv; c += kW) {
       PvSlice<kNh, false>(p + h, n_heads, n_rows, load_v, load_tail, dv, c, acc + h * dv, kW);
     }
     if (c < dv) {
-      PvSlice<kNh, true>(p + h, n_heads, n_rows, load_v, load_tail, dv, c, acc + h * dv, dv - c);
+      PvSlice<kNh, true>(p + h, n_heads, n_rows, load_v, load_tail, dv, c, acc + h * dv,
+                         static_cast<int>(dv - c));
     }
   };
-  int h = 0;
+  int64_t h = 0;
   for (; h + 16 <= n_heads; h += 16) heads(std::integral_constant<int, 16>{}, h);
   for (; h + 4 <= n_heads; h += 4) heads(std::integral_constant<int, 4>{}, h);
   for (; h < n_heads; ++h) heads(std::integral_constant<int, 1>{}, h);
@@ -344,23 +345,26 @@ void PvAccumulateWith(const float* p, int n_heads, int n_rows, LoadV load_v, Loa
 void PvAccumulate(const float* p, int n_heads, int n_rows, const float* v, int64_t v_stride, int dv,
                   float* acc) {
   PvAccumulateWith(
-      p, n_heads, n_rows, [&](int j, int c) { return V::Load(v + j * v_stride + c); },
-      [&](int j, int c, int n) { return V::LoadTail(v + j * v_stride + c, n); }, dv, acc);
+      p, n_heads, n_rows, [&](int64_t j, int64_t c) { return V::Load(v + j * v_stride + c); },
+      [&](int64_t j, int64_t c, int n) { return V::LoadTail(v + j * v_stride + c, n); }, dv, acc);
 }
 
 void PvAccumulateBf16(const float* p, int n_heads, int n_rows, const uint16_t* const* v_rows,
                       int dv, float* acc) {
   PvAccumulateWith(
-      p, n_heads, n_rows, [&](int j, int c) { return V::LoadBf16(v_rows[j] + c); },
-      [&](int j, int c, int n) { return V::LoadBf16Tail(v_rows[j] + c, n); }, dv, acc);
+      p, n_heads, n_rows, [&](int64_t j, int64_t c) { return V::LoadBf16(v_rows[j] + c); },
+      [&](int64_t j, int64_t c, int n) { return V::LoadBf16Tail(v_rows[j] + c, n); }, dv, acc);
 }
+
+// Values per pair-form step: one vector load of bf16 pairs, widened to two float vectors.
+constexpr int64_t kPairStep = int64_t{2} * kW;
 
 // Pair form of a float vector for dot products with bf16 rows loaded as pairs: per step of
 // 2 kW values, the kW even-indexed values, then the kW odd-indexed ones; a shorter tail as is.
 void Bf16PairForm(const float* x, int64_t n, float* out) {
   int64_t i = 0;
-  for (; i + 2 * kW <= n; i += 2 * kW) {
-    for (int l = 0; l < kW; ++l) {
+  for (; i + kPairStep <= n; i += kPairStep) {
+    for (int64_t l = 0; l < kW; ++l) {
       out[i + l] = x[i + 2 * l];
       out[i + kW + l] = x[i + 2 * l + 1];
     }
@@ -371,16 +375,17 @@ void Bf16PairForm(const float* x, int64_t n, float* out) {
 // s[h * lds + r] = rows[r] . q[h] for MR rows and NH heads; q in pair form. The bf16 rows are
 // widened exactly to float and multiplied in float32 (two FMAs per 2 kW values).
 template <int MR, int NH>
-inline void PairTile(const uint16_t* const* rows, const float* q, int dim, float* s, int lds) {
+inline void PairTile(const uint16_t* const* rows, const float* q, int64_t dim, float* s,
+                     int64_t lds) {
   F acc[MR][NH];
   for (int r = 0; r < MR; ++r) {
     for (int h = 0; h < NH; ++h) acc[r][h] = V::Zero();
   }
-  int d = 0;
-  for (; d + 2 * kW <= dim; d += 2 * kW) {
+  int64_t d = 0;
+  for (; d + kPairStep <= dim; d += kPairStep) {
     F q_even[NH];
     F q_odd[NH];
-    for (int h = 0; h < NH; ++h) {
+    for (int64_t h = 0; h < NH; ++h) {
       q_even[h] = V::Load(q + h * dim + d);
       q_odd[h] = V::Load(q + h * dim + d + kW);
     }
@@ -395,9 +400,9 @@ inline void PairTile(const uint16_t* const* rows, const float* q, int dim, float
     }
   }
   for (int r = 0; r < MR; ++r) {
-    for (int h = 0; h < NH; ++h) {
+    for (int64_t h = 0; h < NH; ++h) {
       float sum = V::Reduce(acc[r][h]);
-      for (int e = d; e < dim; ++e) sum += BF16ToF32(rows[r][e]) * q[h * dim + e];
+      for (int64_t e = d; e < dim; ++e) sum += BF16ToF32(rows[r][e]) * q[h * dim + e];
       s[h * lds + r] = sum;
     }
   }
