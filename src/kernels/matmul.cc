@@ -124,9 +124,9 @@ void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs) {
     const MatMulJob& job = jobs[j];
     const PreparedInput& in = inputs[input_of[j]];
     const int64_t n_rows = job.row_end - job.row_begin;
-    const int64_t begin =
-        job.row_begin + (item - first_item[j]) * RowsPerItem(n_rows, job.n_tokens);
-    const int64_t end = std::min(job.row_end, begin + RowsPerItem(n_rows, job.n_tokens));
+    const int64_t block = RowsPerItem(n_rows, job.n_tokens);
+    const int64_t begin = job.row_begin + (item - first_item[j]) * block;
+    const int64_t end = std::min(job.row_end, begin + block);
     float* y = job.y + (begin - job.row_begin);
     switch (in.form) {
       case InputForm::kQ8:
