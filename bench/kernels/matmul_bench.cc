@@ -18,7 +18,7 @@ constexpr int64_t kCols = 2048;  // a multiple of 64: Q8 rows need no padding
 struct Weights {
   std::vector<float> f32;
   std::vector<uint16_t> bf16;
-  std::vector<int8_t> q8;           // Q8 blocks, rows of kCols
+  std::vector<uint8_t> q8;          // packed Q8 (Q8Layout::kPacked16), rows of kCols
   std::vector<uint16_t> q8_scales;  // float16, one per block of 32
 };
 
@@ -40,18 +40,22 @@ WeightMatrix GetMatrix(DType dtype, int64_t rows) {
     }
     m.data = w.bf16.data();
   } else {
-    if (w.q8.size() < n) {
-      w.q8.resize(n);
-      w.q8_scales.resize(n / kQ8Block);
+    if (w.q8.size() < static_cast<size_t>(PackedQ8ValueBytes(rows, kCols))) {
+      w.q8.resize(static_cast<size_t>(PackedQ8ValueBytes(rows, kCols)));
+      w.q8_scales.resize(static_cast<size_t>(PackedQ8ScaleCount(rows, kCols)));
+      InitPackedQ8(rows, kCols, w.q8.data(), w.q8_scales.data());
       std::vector<float> row(kCols);
-      for (size_t r = 0; r < n / kCols; ++r) {
+      std::vector<int8_t> q(kCols);
+      std::vector<uint16_t> s(kCols / kQ8Block);
+      for (int64_t r = 0; r < rows; ++r) {
         for (float& v : row) v = rng.NextSymmetric();
-        QuantizeWeightRowQ8(row.data(), kCols, w.q8.data() + r * kCols,
-                            w.q8_scales.data() + r * (kCols / kQ8Block));
+        QuantizeWeightRowQ8(row.data(), kCols, q.data(), s.data());
+        PackQ8Row(r, kCols, q.data(), s.data(), w.q8.data(), w.q8_scales.data());
       }
     }
     m.data = w.q8.data();
     m.q8_scales = w.q8_scales.data();
+    m.q8_layout = Q8Layout::kPacked16;
   }
   return m;
 }

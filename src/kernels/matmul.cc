@@ -3,14 +3,24 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/quant.h"
 
 namespace mlarun {
 
-int64_t WeightMatrix::RowStride() const {
-  return dtype == DType::kI8 ? Q8PaddedCols(cols) : cols * static_cast<int64_t>(DTypeSize(dtype));
+void WeightMatrix::Q8Row(int64_t r, int8_t* q, uint16_t* s) const {
+  const int64_t stride = Q8PaddedCols(cols);
+  const int64_t n_blocks = stride / kQ8Block;
+  if (q8_layout == Q8Layout::kPacked16) {
+    UnpackQ8Row(r, cols, static_cast<const uint8_t*>(data), q8_scales, q, s);
+    return;
+  }
+  const int8_t* src = static_cast<const int8_t*>(data) + r * stride;
+  std::copy(src, src + stride, q);
+  std::copy(q8_scales + r * n_blocks, q8_scales + (r + 1) * n_blocks, s);
 }
 
 void WeightMatrix::DecodeRow(int64_t r, float* out) const {
@@ -39,10 +49,12 @@ void WeightMatrix::DecodeRow(int64_t r, float* out) const {
       return;
     }
     case DType::kI8: {
-      const int8_t* src = static_cast<const int8_t*>(data) + r * Q8PaddedCols(n);
-      const uint16_t* scales = q8_scales + r * (Q8PaddedCols(n) / kQ8Block);
+      std::vector<int8_t> q(static_cast<size_t>(Q8PaddedCols(n)));
+      std::vector<uint16_t> scales(static_cast<size_t>(Q8PaddedCols(n) / kQ8Block));
+      Q8Row(r, q.data(), scales.data());
       for (int64_t c = 0; c < n; ++c)
-        out[c] = static_cast<float>(src[c]) * F16ToF32(scales[c / kQ8Block]);
+        out[c] = static_cast<float>(q[static_cast<size_t>(c)]) *
+                 F16ToF32(scales[static_cast<size_t>(c / kQ8Block)]);
       return;
     }
     default:
@@ -93,6 +105,10 @@ void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs) {
   size_t n_inputs = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
     const MatMulJob& job = jobs[j];
+    if (job.w->dtype == DType::kI8 && job.w->q8_layout != Q8Layout::kPacked16) {
+      throw Error("MatMul: a Q8 weight matrix [" + std::to_string(job.w->rows) + ", " +
+                  std::to_string(job.w->cols) + "] is not packed (Q8Layout::kPacked16)");
+    }
     const InputForm form = FormOf(exec.k, *job.w);
     size_t i = 0;
     while (i < n_inputs && !(inputs[i].x == job.x && inputs[i].n_tokens == job.n_tokens &&
@@ -107,7 +123,7 @@ void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs) {
       in.cols = job.w->cols;
       in.form = form;
       if (form == InputForm::kQ8) {
-        QuantizeActivationsQ8(job.x, job.n_tokens, job.w->cols, &in.q8);
+        QuantizeActivationsQ8(job.x, job.n_tokens, job.w->cols, &in.q8, &exec.pool);
       } else if (form == InputForm::kBf16) {
         in.bf16.resize(static_cast<size_t>(job.n_tokens * job.w->cols));
         for (size_t e = 0; e < in.bf16.size(); ++e) in.bf16[e] = F32ToBF16(job.x[e]);

@@ -9,28 +9,38 @@
 
 namespace mlarun {
 
+// How kI8 (Q8) values and scales are laid out.
+enum class Q8Layout {
+  // As in files: values [rows, Q8PaddedCols(cols)] int8, scales [rows, blocks] float16.
+  kRowMajor,
+  // As the matmul kernels read them (quant.h, "packed Q8"): 16 rows interleaved per group.
+  kPacked16,
+};
+
 // A read-only weight matrix as stored in the checkpoint (row-major, PyTorch Linear layout).
 struct WeightMatrix {
   DType dtype = DType::kF32;   // kF32, kF16, kBF16, kF8E4M3, kI8 (Q8 blocks, see quant.h)
   int64_t rows = 0;            // out_features
   int64_t cols = 0;            // in_features
-  const void* data = nullptr;  // [rows, cols]; kI8: [rows, Q8PaddedCols(cols)]
+  const void* data = nullptr;  // [rows, cols]; kI8: see q8_layout
   // FP8: dequantisation multipliers `weight_scale_inv`
   // [ceil(rows / block_rows), ceil(cols / block_cols)].
   const float* block_scale = nullptr;
   int block_rows = 0;
   int block_cols = 0;
-  // kI8: float16 block scales [rows, Q8PaddedCols(cols) / kQ8Block].
+  // kI8: float16 block scales (see q8_layout).
   const uint16_t* q8_scales = nullptr;
+  // kI8: the layout of data and q8_scales; the matmul kernels need kPacked16.
+  Q8Layout q8_layout = Q8Layout::kRowMajor;
   // kF32 only: elements between row starts (0: cols), for views into wider rows.
   int64_t row_stride = 0;
-
-  // Bytes of one stored row (kI8 rows are padded).
-  int64_t RowStride() const;
 
   bool empty() const { return data == nullptr; }
   // Returns row `r` converted to float32 in `out` [cols].
   void DecodeRow(int64_t r, float* out) const;
+  // kI8, either layout: row `r` as int8 values q [Q8PaddedCols(cols)] and float16 scales
+  // s [Q8PaddedCols(cols) / kQ8Block].
+  void Q8Row(int64_t r, int8_t* q, uint16_t* s) const;
 };
 
 // Computes y = x W^T. x: [n_tokens, w.cols]; y: [n_tokens, w.rows]. Each output element is one

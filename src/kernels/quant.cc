@@ -11,6 +11,14 @@ namespace mlarun {
 
 namespace {
 
+// Rounds v in [-127, 127] to the nearest integer, ties to even (as std::lrint in the default
+// rounding mode): adding 1.5 * 2^23 leaves no fraction bits in the float sum. Inline, unlike
+// lrint's library call, which dominated quantising activations.
+inline int8_t RoundToInt8(float v) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  return static_cast<int8_t>(static_cast<int>((v + kMagic) - kMagic));
+}
+
 // Quantises each block of 32 with scale = round(max|x| / 127): `store_scale(block, scale)` keeps
 // the scale in its storage type and returns the value the int8 values are computed with.
 template <typename StoreScale>
@@ -24,7 +32,7 @@ void QuantizeBlocks(const float* x, int64_t cols, int8_t* q, StoreScale store_sc
     const float scale = store_scale(b, max_abs / 127.0f);
     const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
     for (int64_t i = begin; i < begin + kQ8Block; ++i) {
-      q[i] = i < end ? static_cast<int8_t>(std::lrint(std::clamp(x[i] * inv, -127.0f, 127.0f))) : 0;
+      q[i] = i < end ? RoundToInt8(std::clamp(x[i] * inv, -127.0f, 127.0f)) : 0;
     }
   }
 }
@@ -42,15 +50,84 @@ void QuantizeWeightRowQ8(const float* w, int64_t cols, int8_t* q, uint16_t* scal
   });
 }
 
-void QuantizeActivationsQ8(const float* x, int64_t n_tokens, int64_t cols, Q8Activations* out) {
+void QuantizeActivationsQ8(const float* x, int64_t n_tokens, int64_t cols, Q8Activations* out,
+                           ThreadPool* pool) {
   out->n_tokens = n_tokens;
   out->cols = cols;
   out->padded_cols = Q8PaddedCols(cols);
   out->values.resize(static_cast<size_t>(n_tokens * out->padded_cols));
-  out->scales.resize(static_cast<size_t>(n_tokens * (out->padded_cols / kQ8Block)));
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    QuantizeRowQ8(x + t * cols, cols, out->values.data() + t * out->padded_cols,
-                  out->scales.data() + t * (out->padded_cols / kQ8Block));
+  const int64_t n_blocks = out->padded_cols / kQ8Block;
+  out->scales.resize(static_cast<size_t>(n_tokens * n_blocks));
+  out->sums.resize(static_cast<size_t>(n_tokens * n_blocks));
+  auto quantize_token = [&](int64_t t) {
+    int8_t* q = out->values.data() + t * out->padded_cols;
+    QuantizeRowQ8(x + t * cols, cols, q, out->scales.data() + t * n_blocks);
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      int32_t sum = 0;
+      for (int i = 0; i < kQ8Block; ++i) sum += q[b * kQ8Block + i];
+      out->sums[static_cast<size_t>(t * n_blocks + b)] = sum;
+    }
+  };
+  // Prefill batches in parallel (8 tokens per item); decode batches are too small to hand off.
+  constexpr int64_t kTokensPerItem = 8;
+  if (pool != nullptr && n_tokens >= 2 * kTokensPerItem) {
+    pool->ParallelFor((n_tokens + kTokensPerItem - 1) / kTokensPerItem, [&](int64_t item, int) {
+      const int64_t end = std::min(n_tokens, (item + 1) * kTokensPerItem);
+      for (int64_t t = item * kTokensPerItem; t < end; ++t) quantize_token(t);
+    });
+    return;
+  }
+  for (int64_t t = 0; t < n_tokens; ++t) quantize_token(t);
+}
+
+namespace {
+
+// Offsets of row r's first value and scale of block 0 in packed storage.
+struct PackedRowPos {
+  int64_t value;  // + b * 16 * kQ8Block + quad * 64 + byte
+  int64_t scale;  // + b * 16
+};
+
+PackedRowPos PackedPos(int64_t r, int64_t cols) {
+  const int64_t n_blocks = Q8PaddedCols(cols) / kQ8Block;
+  const int64_t g = r / kQ8GroupRows;
+  const int64_t lane = r % kQ8GroupRows;
+  return {.value = g * n_blocks * kQ8GroupRows * kQ8Block + lane * 4,
+          .scale = g * n_blocks * kQ8GroupRows + lane};
+}
+
+}  // namespace
+
+void InitPackedQ8(int64_t rows, int64_t cols, uint8_t* values, uint16_t* scales) {
+  std::fill(values, values + PackedQ8ValueBytes(rows, cols), uint8_t{128});
+  std::fill(scales, scales + PackedQ8ScaleCount(rows, cols), uint16_t{0});
+}
+
+void PackQ8Row(int64_t r, int64_t cols, const int8_t* q, const uint16_t* s, uint8_t* values,
+               uint16_t* scales) {
+  const PackedRowPos pos = PackedPos(r, cols);
+  const int64_t n_blocks = Q8PaddedCols(cols) / kQ8Block;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    uint8_t* block = values + pos.value + b * kQ8GroupRows * kQ8Block;
+    for (int i = 0; i < kQ8Block; ++i) {
+      block[(i / 4) * kQ8GroupRows * 4 + i % 4] =
+          static_cast<uint8_t>(q[b * kQ8Block + i] + 128);
+    }
+    scales[pos.scale + b * kQ8GroupRows] = s[b];
+  }
+}
+
+void UnpackQ8Row(int64_t r, int64_t cols, const uint8_t* values, const uint16_t* scales,
+                 int8_t* q, uint16_t* s) {
+  const PackedRowPos pos = PackedPos(r, cols);
+  const int64_t n_blocks = Q8PaddedCols(cols) / kQ8Block;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* block = values + pos.value + b * kQ8GroupRows * kQ8Block;
+    for (int i = 0; i < kQ8Block; ++i) {
+      q[b * kQ8Block + i] =
+          static_cast<int8_t>(int{block[(i / 4) * kQ8GroupRows * 4 + i % 4]} - 128);
+    }
+    s[b] = scales[pos.scale + b * kQ8GroupRows];
   }
 }
 

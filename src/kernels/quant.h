@@ -6,8 +6,9 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <vector>
+
+#include "core/thread_pool.h"
 
 namespace mlarun {
 
@@ -17,16 +18,19 @@ constexpr int kQ8Block = 32;
 struct Q8Activations {
   int64_t n_tokens = 0;
   int64_t cols = 0;
-  int64_t padded_cols = 0;     // cols rounded up to a multiple of 64 (vector width), zero-padded
-  std::vector<int8_t> values;  // [n_tokens, padded_cols]
-  std::vector<float> scales;   // [n_tokens, padded_cols / kQ8Block]
+  int64_t padded_cols = 0;       // cols rounded up to a multiple of 64 (vector width), zero-padded
+  std::vector<int8_t> values;    // [n_tokens, padded_cols]
+  std::vector<float> scales;     // [n_tokens, padded_cols / kQ8Block]
+  std::vector<int32_t> sums;     // [n_tokens, padded_cols / kQ8Block]: sum of a block's values
 
   const int8_t* Row(int64_t t) const { return values.data() + t * padded_cols; }
   const float* Scales(int64_t t) const { return scales.data() + t * (padded_cols / kQ8Block); }
+  const int32_t* Sums(int64_t t) const { return sums.data() + t * (padded_cols / kQ8Block); }
 };
 
-// Quantises x [n_tokens, cols] into `out` (buffers reused).
-void QuantizeActivationsQ8(const float* x, int64_t n_tokens, int64_t cols, Q8Activations* out);
+// Quantises x [n_tokens, cols] into `out` (buffers reused); tokens in parallel on `pool` if set.
+void QuantizeActivationsQ8(const float* x, int64_t n_tokens, int64_t cols, Q8Activations* out,
+                           ThreadPool* pool = nullptr);
 
 // Quantises one activation row of `cols` values: q [padded cols, zero-padded to a multiple of
 // 64], scales [padded cols / kQ8Block].
@@ -36,5 +40,36 @@ void QuantizeWeightRowQ8(const float* w, int64_t cols, int8_t* q, uint16_t* scal
 
 // Returns cols rounded up to the padded row length of Q8 storage.
 inline int64_t Q8PaddedCols(int64_t cols) { return (cols + 63) / 64 * 64; }
+
+// Packed Q8 (Q8Layout::kPacked16), the layout the matmul kernels read: rows in groups of
+// kQ8GroupRows (the last group padded with zero rows), for each group and block of 32 columns
+// 8 "quads" of 4 columns, each quad holding 4 bytes of each of the 16 rows:
+//   values [groups, blocks, 8 quads, 16 rows, 4] as uint8 w + 128,
+//   scales [groups, blocks, 16 rows] float16.
+// One 64-byte quad is one AVX-512 vector whose lane i belongs to row i, so a VNNI dot product
+// (u8 x s8, 4 products per lane) against a broadcast quad of activations accumulates 16 rows at
+// once, with no horizontal reduction; the weights stream sequentially, 16 rows at a time. The
+// offset of 128 makes the weights the unsigned operand; sum((w + 128) x) - 128 sum(x) is the
+// exact dot product (the activations' block sums are precomputed). Row-interleaved int8 weights
+// for VNNI follow the idea of ik_llama.cpp's repacked "_R8" types; this layout is our own.
+constexpr int kQ8GroupRows = 16;
+constexpr int kQ8QuadsPerBlock = kQ8Block / 4;
+
+inline int64_t Q8Groups(int64_t rows) { return (rows + kQ8GroupRows - 1) / kQ8GroupRows; }
+// Bytes of the values and number of scales of a packed rows x cols matrix.
+inline int64_t PackedQ8ValueBytes(int64_t rows, int64_t cols) {
+  return Q8Groups(rows) * kQ8GroupRows * Q8PaddedCols(cols);
+}
+inline int64_t PackedQ8ScaleCount(int64_t rows, int64_t cols) {
+  return Q8Groups(rows) * kQ8GroupRows * (Q8PaddedCols(cols) / kQ8Block);
+}
+// Fills packed storage with zero weights (value 128, scale 0), so padding rows contribute 0.
+void InitPackedQ8(int64_t rows, int64_t cols, uint8_t* values, uint16_t* scales);
+// Writes row `r` (q [Q8PaddedCols(cols)], s [blocks]) into packed storage.
+void PackQ8Row(int64_t r, int64_t cols, const int8_t* q, const uint16_t* s, uint8_t* values,
+               uint16_t* scales);
+// Reads row `r` back from packed storage into q and s.
+void UnpackQ8Row(int64_t r, int64_t cols, const uint8_t* values, const uint16_t* scales,
+                 int8_t* q, uint16_t* s);
 
 }  // namespace mlarun

@@ -29,15 +29,16 @@ std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoad
   model->config_ = LoadModelConfig(model_dir);
   model->archive_ = std::make_unique<SafetensorsArchive>(SafetensorsArchive::Open(model_dir));
   LoadWeights(model->config_, *model->archive_, model_dir, model->weights_, options.on_progress);
-  if (options.weights == WeightFormat::kInt8) {
-    std::unique_ptr<ThreadPool> own_pool;
-    ThreadPool* pool = options.pool;
-    if (pool == nullptr) pool = (own_pool = std::make_unique<ThreadPool>(0)).get();
-    QuantizeWeightsQ8(*pool, model->config_, model->weights_);
-  }
+  const bool int8 = options.weights == WeightFormat::kInt8 || model->config_.q8_weights;
+  std::unique_ptr<ThreadPool> own_pool;
+  ThreadPool* pool = options.pool;
+  if (int8 && pool == nullptr) pool = (own_pool = std::make_unique<ThreadPool>(0)).get();
+  if (options.weights == WeightFormat::kInt8) QuantizeWeightsQ8(*pool, model->config_, model->weights_);
   model->PrepareDerived();
-  if (options.weights == WeightFormat::kInt8 || model->config_.q8_weights)
+  if (int8) {
     model->QuantizeDerivedQ8();
+    PackQ8Weights(*pool, model->config_, model->weights_);
+  }
   return model;
 }
 

@@ -1,5 +1,5 @@
 // Q8 weight quantisation and serialisation. On disk a Q8 matrix `<name>` is I8 [rows, cols] with
-// `<name>_q8_scale` F32 [rows, ceil(cols / 32)] (one scale per block of 32 values of a row).
+// `<name>_q8_scale` F16 [rows, ceil(cols / 32)] (one scale per block of 32 values of a row).
 #include "model/quantize.h"
 
 #include <cstring>
@@ -15,18 +15,39 @@ namespace mlarun {
 
 namespace {
 
-// Allocates padded Q8 storage for a rows x cols matrix and returns the matrix view.
-WeightMatrix AllocateQ8(int64_t rows, int64_t cols, ModelWeights& weights, int8_t** values,
-                        uint16_t** scales) {
-  const int64_t stride = Q8PaddedCols(cols);
-  auto value_buffer = std::make_unique<uint8_t[]>(static_cast<size_t>(rows * stride));
-  auto scale_buffer = std::make_unique<uint8_t[]>(static_cast<size_t>(rows * (stride / kQ8Block)) *
-                                                  sizeof(uint16_t));
-  *values = reinterpret_cast<int8_t*>(value_buffer.get());
+// Allocates packed Q8 storage (Q8Layout::kPacked16, all zero weights) for a rows x cols matrix
+// and returns the matrix view.
+WeightMatrix AllocatePackedQ8(int64_t rows, int64_t cols, ModelWeights& weights, uint8_t** values,
+                              uint16_t** scales) {
+  auto value_buffer =
+      std::make_unique_for_overwrite<uint8_t[]>(static_cast<size_t>(PackedQ8ValueBytes(rows, cols)));
+  auto scale_buffer = std::make_unique_for_overwrite<uint8_t[]>(
+      static_cast<size_t>(PackedQ8ScaleCount(rows, cols)) * sizeof(uint16_t));
+  *values = value_buffer.get();
   *scales = reinterpret_cast<uint16_t*>(scale_buffer.get());
+  InitPackedQ8(rows, cols, *values, *scales);
   weights.owned.push_back(std::move(value_buffer));
   weights.owned.push_back(std::move(scale_buffer));
-  return {.dtype = DType::kI8, .rows = rows, .cols = cols, .data = *values, .q8_scales = *scales};
+  return {.dtype = DType::kI8,
+          .rows = rows,
+          .cols = cols,
+          .data = *values,
+          .q8_scales = *scales,
+          .q8_layout = Q8Layout::kPacked16};
+}
+
+// Runs fn(r) for r < rows, in items of 64 rows on `pool` (inline when null).
+template <typename Fn>
+void ForRows(ThreadPool* pool, int64_t rows, Fn&& fn) {
+  auto item = [&](int64_t i, int) {
+    for (int64_t r = i * 64; r < std::min(rows, (i + 1) * 64); ++r) fn(r);
+  };
+  const int64_t items = (rows + 63) / 64;
+  if (pool != nullptr) {
+    pool->ParallelFor(items, item);
+  } else {
+    for (int64_t i = 0; i < items; ++i) item(i, 0);
+  }
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
@@ -41,24 +62,21 @@ bool KeepsLoadedDtype(const std::string& name) {
 }
 
 WeightMatrix QuantizeMatrixQ8(ThreadPool* pool, const WeightMatrix& source, ModelWeights& weights) {
-  int8_t* values = nullptr;
+  uint8_t* values = nullptr;
   uint16_t* scales = nullptr;
-  const WeightMatrix q8 = AllocateQ8(source.rows, source.cols, weights, &values, &scales);
+  const WeightMatrix q8 = AllocatePackedQ8(source.rows, source.cols, weights, &values, &scales);
   const int64_t stride = Q8PaddedCols(source.cols);
-  auto quantize_rows = [&](int64_t item, int) {
-    std::vector<float> row(static_cast<size_t>(source.cols));
-    for (int64_t r = item * 64; r < std::min(source.rows, (item + 1) * 64); ++r) {
-      source.DecodeRow(r, row.data());
-      QuantizeWeightRowQ8(row.data(), source.cols, values + r * stride,
-                          scales + r * (stride / kQ8Block));
-    }
-  };
-  const int64_t items = (source.rows + 63) / 64;
-  if (pool != nullptr) {
-    pool->ParallelFor(items, quantize_rows);
-  } else {
-    for (int64_t i = 0; i < items; ++i) quantize_rows(i, 0);
-  }
+  ForRows(pool, source.rows, [&](int64_t r) {
+    thread_local std::vector<float> row;
+    thread_local std::vector<int8_t> q;
+    thread_local std::vector<uint16_t> s;
+    row.resize(static_cast<size_t>(source.cols));
+    q.resize(static_cast<size_t>(stride));
+    s.resize(static_cast<size_t>(stride / kQ8Block));
+    source.DecodeRow(r, row.data());
+    QuantizeWeightRowQ8(row.data(), source.cols, q.data(), s.data());
+    PackQ8Row(r, source.cols, q.data(), s.data(), values, scales);
+  });
   return q8;
 }
 
@@ -88,7 +106,7 @@ void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,
                 std::string(DTypeName(s->dtype)) + " " + s->ShapeString());
   }
   if (cols == Q8PaddedCols(cols) && reinterpret_cast<uintptr_t>(s->data) % 2 == 0) {
-    // Rows already have the kernels' stride: use the mapped file in place (no copy).
+    // Rows already have the padded stride: a view of the mapped file (packed later).
     m = {.dtype = DType::kI8,
          .rows = rows,
          .cols = cols,
@@ -96,17 +114,49 @@ void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,
          .q8_scales = reinterpret_cast<const uint16_t*>(s->data)};
     return;
   }
-  int8_t* values = nullptr;
-  uint16_t* scales = nullptr;
-  m = AllocateQ8(rows, cols, weights, &values, &scales);
   const int64_t stride = Q8PaddedCols(cols);
   const int64_t padded_blocks = stride / kQ8Block;
+  auto value_buffer = std::make_unique<uint8_t[]>(static_cast<size_t>(rows * stride));
+  auto scale_buffer =
+      std::make_unique<uint8_t[]>(static_cast<size_t>(rows * padded_blocks) * sizeof(uint16_t));
+  auto* values = reinterpret_cast<int8_t*>(value_buffer.get());
+  auto* scales = reinterpret_cast<uint16_t*>(scale_buffer.get());
   for (int64_t r = 0; r < rows; ++r) {
     std::memcpy(values + r * stride, t.data + r * cols, static_cast<size_t>(cols));
     std::memset(values + r * stride + cols, 0, static_cast<size_t>(stride - cols));
     std::memcpy(scales + r * padded_blocks, s->data + r * file_blocks * 2,
                 static_cast<size_t>(file_blocks) * 2);
     for (int64_t b = file_blocks; b < padded_blocks; ++b) scales[r * padded_blocks + b] = 0;
+  }
+  m = {.dtype = DType::kI8, .rows = rows, .cols = cols, .data = values, .q8_scales = scales};
+  weights.owned.push_back(std::move(value_buffer));
+  weights.owned.push_back(std::move(scale_buffer));
+}
+
+WeightMatrix PackQ8Matrix(ThreadPool* pool, const WeightMatrix& row_major, ModelWeights& weights) {
+  uint8_t* values = nullptr;
+  uint16_t* scales = nullptr;
+  const WeightMatrix packed =
+      AllocatePackedQ8(row_major.rows, row_major.cols, weights, &values, &scales);
+  const int64_t stride = Q8PaddedCols(row_major.cols);
+  ForRows(pool, row_major.rows, [&](int64_t r) {
+    PackQ8Row(r, row_major.cols, static_cast<const int8_t*>(row_major.data) + r * stride,
+              row_major.q8_scales + r * (stride / kQ8Block), values, scales);
+  });
+  return packed;
+}
+
+void PackQ8Weights(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights) {
+  auto pack = [&](WeightMatrix& m) {
+    if (m.dtype == DType::kI8 && m.q8_layout == Q8Layout::kRowMajor)
+      m = PackQ8Matrix(&pool, m, weights);
+  };
+  ForEachTensor(config, weights, [&](const TensorSlot& slot) {
+    if (slot.matrix != nullptr) pack(*slot.matrix);
+  });
+  pack(weights.lm_head);  // also when tied (then a separate copy, see QuantizeWeightsQ8)
+  for (LayerWeights& layer : weights.layers) {
+    for (WeightMatrix& m : layer.mla.w_uk_t) pack(m);
   }
 }
 
@@ -143,10 +193,12 @@ void WriteQ8Model(const ModelConfig& config, const ModelWeights& loaded, const s
       TensorToWrite s{slot.name + "_q8_scale", DType::kF16, {m.rows, blocks}, {}};
       q.data.resize(static_cast<size_t>(m.rows * m.cols));
       s.data.resize(static_cast<size_t>(m.rows * blocks) * 2);
+      std::vector<int8_t> row(static_cast<size_t>(stride));
+      std::vector<uint16_t> row_scales(static_cast<size_t>(stride / kQ8Block));
       for (int64_t r = 0; r < m.rows; ++r) {
-        std::memcpy(q.data.data() + r * m.cols, static_cast<const int8_t*>(m.data) + r * stride,
-                    static_cast<size_t>(m.cols));
-        std::memcpy(s.data.data() + r * blocks * 2, m.q8_scales + r * (stride / kQ8Block),
+        m.Q8Row(r, row.data(), row_scales.data());
+        std::memcpy(q.data.data() + r * m.cols, row.data(), static_cast<size_t>(m.cols));
+        std::memcpy(s.data.data() + r * blocks * 2, row_scales.data(),
                     static_cast<size_t>(blocks) * 2);
       }
       tensors.push_back(std::move(q));

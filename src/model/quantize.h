@@ -1,5 +1,5 @@
 // 8-bit weights: quantisation at load time (`--weights int8`) and the `mlarun quantize` writer
-// (safetensors with I8 weights + F32 block scales, loadable without re-quantising).
+// (safetensors with I8 weights + F16 block scales, loadable without re-quantising).
 #pragma once
 
 #include <string>
@@ -15,7 +15,8 @@ namespace mlarun {
 // read per token). Norms and biases are float32 vectors anyway.
 bool KeepsLoadedDtype(const std::string& tensor_name);
 
-// Returns a Q8 copy of `source` (storage owned by `weights`); rows in parallel if `pool` is set.
+// Returns a Q8 copy of `source`, packed for the kernels (Q8Layout::kPacked16; storage owned by
+// `weights`); rows in parallel if `pool` is set.
 WeightMatrix QuantizeMatrixQ8(ThreadPool* pool, const WeightMatrix& source, ModelWeights& weights);
 
 // Quantises every other matrix of `weights` to Q8 blocks (kernels/quant.h), rows in parallel.
@@ -26,11 +27,17 @@ void QuantizeWeightsQ8(ThreadPool& pool, const ModelConfig& config, ModelWeights
 void WriteQ8Model(const ModelConfig& config, const ModelWeights& weights,
                   const std::string& src_dir, const std::string& out_dir);
 
-// Binds an I8 tensor of a Q8 checkpoint (weight + F16 `<name>_q8_scale`) to `m`, padding rows to
-// the kernel's stride where needed. Throws Error naming the file and tensor.
+// Binds an I8 tensor of a Q8 checkpoint (weight + F16 `<name>_q8_scale`) to `m` in the file's
+// row-major layout, padding rows where needed. Throws Error naming the file and tensor.
 class SafetensorsArchive;
 struct TensorInfo;
 void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,
                   const std::string& model_dir, WeightMatrix& m, ModelWeights& weights);
+
+// Returns a copy of a row-major Q8 matrix packed for the kernels (Q8Layout::kPacked16).
+WeightMatrix PackQ8Matrix(ThreadPool* pool, const WeightMatrix& row_major, ModelWeights& weights);
+// Packs every row-major Q8 matrix of `weights` (rows in parallel): the matmul kernels read only
+// the packed layout. One copy at load; files keep the portable row-major layout.
+void PackQ8Weights(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights);
 
 }  // namespace mlarun

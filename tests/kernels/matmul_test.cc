@@ -3,9 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
+#include "core/error.h"
 #include "core/rng.h"
+#include "kernels/quant.h"
 
 namespace mlarun {
 namespace {
@@ -77,6 +81,133 @@ TEST(MatMulTest, ResultIndependentOfThreadCount) {
     MatMul(exec3, m, x.data(), n, y3.data());
     EXPECT_EQ(y1, y3) << IsaName(isa);
   }
+}
+
+// A packed Q8 matrix built from row-major Q8 rows (what the loader does), with the rows kept.
+struct PackedQ8Fixture {
+  int64_t rows, cols;
+  std::vector<int8_t> q;         // row-major [rows, padded cols]
+  std::vector<uint16_t> scales;  // [rows, blocks]
+  std::vector<uint8_t> packed_values;
+  std::vector<uint16_t> packed_scales;
+  WeightMatrix m;
+
+  PackedQ8Fixture(int64_t rows_, int64_t cols_, uint64_t seed) : rows(rows_), cols(cols_) {
+    const int64_t stride = Q8PaddedCols(cols);
+    const int64_t blocks = stride / kQ8Block;
+    q.resize(static_cast<size_t>(rows * stride));
+    scales.resize(static_cast<size_t>(rows * blocks));
+    Rng rng(seed);
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (float& v : row) v = rng.NextSymmetric();
+      QuantizeWeightRowQ8(row.data(), cols, q.data() + r * stride, scales.data() + r * blocks);
+    }
+    packed_values.resize(static_cast<size_t>(PackedQ8ValueBytes(rows, cols)));
+    packed_scales.resize(static_cast<size_t>(PackedQ8ScaleCount(rows, cols)));
+    InitPackedQ8(rows, cols, packed_values.data(), packed_scales.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      PackQ8Row(r, cols, q.data() + r * stride, scales.data() + r * blocks, packed_values.data(),
+                packed_scales.data());
+    }
+    m = {.dtype = DType::kI8,
+         .rows = rows,
+         .cols = cols,
+         .data = packed_values.data(),
+         .q8_scales = packed_scales.data(),
+         .q8_layout = Q8Layout::kPacked16};
+  }
+};
+
+TEST(PackedQ8Test, RowsRoundTripThroughThePackedLayout) {
+  const PackedQ8Fixture f(37, 100, 3);  // a partial last group, padded columns
+  const int64_t stride = Q8PaddedCols(f.cols);
+  const int64_t blocks = stride / kQ8Block;
+  // 3 groups of 16 rows x 128 padded columns.
+  EXPECT_EQ(PackedQ8ValueBytes(f.rows, f.cols), 3 * 16 * 128);
+  std::vector<int8_t> q(static_cast<size_t>(stride));
+  std::vector<uint16_t> s(static_cast<size_t>(blocks));
+  for (int64_t r = 0; r < f.rows; ++r) {
+    f.m.Q8Row(r, q.data(), s.data());
+    ASSERT_TRUE(std::equal(q.begin(), q.end(), f.q.begin() + r * stride)) << r;
+    ASSERT_TRUE(std::equal(s.begin(), s.end(), f.scales.begin() + r * blocks)) << r;
+  }
+  // Row 17, column 5 sits in group 1, block 0, quad 1, lane 1, byte 1, offset by 128.
+  EXPECT_EQ(f.packed_values[1 * 4 * 512 + 64 + 4 + 1], uint8_t(f.q[17 * stride + 5] + 128));
+  // Padding rows are zero weights with zero scales.
+  f.m.Q8Row(47, q.data(), s.data());
+  EXPECT_TRUE(std::all_of(q.begin(), q.end(), [](int8_t v) { return v == 0; }));
+  EXPECT_TRUE(std::all_of(s.begin(), s.end(), [](uint16_t v) { return v == 0; }));
+}
+
+TEST(PackedQ8Test, EveryIsaMatchesBlockwiseDoublesAndIsBitwiseEqualToScalar) {
+  for (int64_t cols : {24, 64, 160, 2048}) {
+    const PackedQ8Fixture f(37, cols, 4);
+    const int64_t stride = Q8PaddedCols(cols);
+    const int64_t blocks = stride / kQ8Block;
+    const int64_t n = 9;
+    Rng rng(5);
+    std::vector<float> x(static_cast<size_t>(n * cols));
+    for (float& v : x) v = rng.NextSymmetric();
+    Q8Activations acts;
+    QuantizeActivationsQ8(x.data(), n, cols, &acts);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t b = 0; b < blocks; ++b) {
+        int32_t sum = 0;
+        for (int i = 0; i < kQ8Block; ++i) sum += acts.Row(t)[b * kQ8Block + i];
+        ASSERT_EQ(acts.Sums(t)[b], sum);
+      }
+    }
+    // Independent reference: sum over blocks of (int dot) * w_scale * x_scale, in double.
+    std::vector<double> reference(static_cast<size_t>(n * f.rows));
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t r = 0; r < f.rows; ++r) {
+        double acc = 0;
+        for (int64_t b = 0; b < blocks; ++b) {
+          int64_t dot = 0;
+          for (int i = 0; i < kQ8Block; ++i) {
+            dot += int64_t{f.q[r * stride + b * kQ8Block + i]} * acts.Row(t)[b * kQ8Block + i];
+          }
+          acc += static_cast<double>(dot) * F16ToF32(f.scales[r * blocks + b]) * acts.Scales(t)[b];
+        }
+        reference[static_cast<size_t>(t * f.rows + r)] = acc;
+      }
+    }
+    std::vector<float> scalar(reference.size());
+    GetKernelTable(Isa::kScalar).matmul_rows_q8(f.m, 0, f.rows, acts, scalar.data(), f.rows);
+    for (size_t i = 0; i < scalar.size(); ++i)
+      ASSERT_NEAR(scalar[i], reference[i], 1e-5 * (1 + std::fabs(reference[i]))) << cols << " " << i;
+    ThreadPool pool(2);
+    for (Isa isa : SupportedIsas()) {
+      Exec exec{pool, GetKernelTable(isa)};
+      std::vector<float> y(reference.size());
+      MatMul(exec, f.m, x.data(), n, y.data());
+      EXPECT_EQ(y, scalar) << IsaName(isa) << " cols " << cols;
+      // Unaligned row ranges (partial groups at both ends) and one token at a time.
+      for (int64_t t = 0; t < n; ++t) {
+        std::vector<float> part(static_cast<size_t>(f.rows));
+        MatMulRows(exec, f.m, 0, 5, x.data() + t * cols, 1, part.data());
+        MatMulRows(exec, f.m, 5, 21, x.data() + t * cols, 1, part.data() + 5);
+        MatMulRows(exec, f.m, 21, f.rows, x.data() + t * cols, 1, part.data() + 21);
+        for (int64_t r = 0; r < f.rows; ++r) {
+          ASSERT_EQ(part[static_cast<size_t>(r)], scalar[static_cast<size_t>(t * f.rows + r)])
+              << IsaName(isa) << " cols " << cols << " token " << t << " row " << r;
+        }
+      }
+    }
+  }
+}
+
+TEST(PackedQ8Test, RowMajorQ8IsRefusedByMatMul) {
+  const PackedQ8Fixture f(16, 64, 6);
+  WeightMatrix row_major = f.m;
+  row_major.q8_layout = Q8Layout::kRowMajor;
+  row_major.data = f.q.data();
+  row_major.q8_scales = f.scales.data();
+  ThreadPool pool(1);
+  Exec exec{pool, GetKernelTable(Isa::kScalar)};
+  std::vector<float> x(64, 0.5f), y(16);
+  EXPECT_THROW(MatMul(exec, row_major, x.data(), 1, y.data()), Error);
 }
 
 }  // namespace

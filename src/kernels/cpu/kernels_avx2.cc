@@ -2,6 +2,9 @@
 // -mavx2 -mfma; only called when the CPU supports them.
 #include <immintrin.h>
 
+#include <cstdint>
+#include <cstring>
+
 #include "kernels/isa.h"
 
 namespace mlarun::avx2 {
@@ -54,33 +57,29 @@ struct V {
   }
   static void Store(float* p, F a) { _mm256_storeu_ps(p, a); }
 
-  // Q8: 32 int8 values (one block) per step; maddubs on |w| and x * sign(w) cannot saturate
-  // (2 * 127 * 127 < 32768), then madd with ones sums pairs into int32.
-  static constexpr int kQStep = 32;
+  // Packed Q8 (quant.h): a 64-byte quad is two vectors of 8 rows. Without VNNI, the offset is
+  // removed (xor 0x80 gives the signed weights) and maddubs multiplies |w| by x * sign(w), which
+  // cannot saturate (2 * 127 * 127 < 32768); madd with ones sums the pairs into int32.
   using Q = __m256i;
-  struct PreparedQ {
-    __m256i abs;
-    __m256i sign;
-  };
-  static Q LoadQ(const int8_t* p) {
+  static constexpr int kQ8TileTokens = 2;
+  static constexpr int kQ8TileGroups = 1;
+  static Q LoadPacked(const uint8_t* p) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   }
-  static PreparedQ PrepareQ(Q w) { return {_mm256_sign_epi8(w, w), w}; }
-  static F DotQ(const PreparedQ& w, Q x) {
-    const __m256i pairs = _mm256_maddubs_epi16(w.abs, _mm256_sign_epi8(x, w.sign));
-    return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  static Q BroadcastQuad(const int8_t* p) {
+    int32_t quad;
+    std::memcpy(&quad, p, sizeof(quad));
+    return _mm256_set1_epi32(quad);
   }
-  // Scales of 8 blocks (8 steps) per vector; step j broadcasts lane j.
-  static constexpr int kScaleGroup = 8;
-  static constexpr int kBlocksPerStep = 1;
-  static F LoadScales(const float* s, int n) { return LoadTail(s, n); }
-  static F LoadScalesF16(const uint16_t* s, int n) {
-    alignas(16) uint16_t tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int i = 0; i < n; ++i) tmp[i] = s[i];
-    return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(tmp)));
+  static Q PackedInit(int32_t /*block_sum*/) { return _mm256_setzero_si256(); }
+  static Q DotPacked(Q acc, Q w_offset, Q x) {
+    const __m256i w = _mm256_xor_si256(w_offset, _mm256_set1_epi8(-128));
+    const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
   }
-  static F StepScales(F scales, int j) {
-    return _mm256_permutevar8x32_ps(scales, _mm256_set1_epi32(j));
+  static F ToFloat(Q a) { return _mm256_cvtepi32_ps(a); }
+  static F LoadF16(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
 };
 

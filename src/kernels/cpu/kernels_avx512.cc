@@ -2,6 +2,9 @@
 // -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma; only called when the CPU supports them.
 #include <immintrin.h>
 
+#include <cstdint>
+#include <cstring>
+
 #include "kernels/isa.h"
 
 namespace mlarun::avx512 {
@@ -43,34 +46,23 @@ struct V {
   static float Reduce(F a) { return _mm512_reduce_add_ps(a); }
   static void Store(float* p, F a) { _mm512_storeu_ps(p, a); }
 
-  // Q8: 64 int8 values (two blocks) per step; sign trick so that VNNI's u8 x s8 product sees
-  // |w| and x * sign(w) (both within [-127, 127], no saturation).
-  static constexpr int kQStep = 64;
+  // Packed Q8 (quant.h): one 64-byte quad vector holds 4 columns of 16 rows; VNNI's u8 x s8
+  // dot product takes the +128-offset weights as the unsigned side, and the integer sum starts
+  // at -128 * (the activations' block sum), which makes it the exact signed dot product.
   using Q = __m512i;
-  struct PreparedQ {
-    __m512i abs;
-    __mmask64 negative;
-  };
-  static Q LoadQ(const int8_t* p) { return _mm512_loadu_si512(p); }
-  static PreparedQ PrepareQ(Q w) { return {_mm512_abs_epi8(w), _mm512_movepi8_mask(w)}; }
-  static F DotQ(const PreparedQ& w, Q x) {
-    const __m512i signed_x = _mm512_mask_sub_epi8(x, w.negative, _mm512_setzero_si512(), x);
-    return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w.abs, signed_x));
+  static constexpr int kQ8TileTokens = 4;
+  static constexpr int kQ8TileGroups = 2;
+  static Q LoadPacked(const uint8_t* p) { return _mm512_loadu_si512(p); }
+  static Q BroadcastQuad(const int8_t* p) {
+    int32_t quad;
+    std::memcpy(&quad, p, sizeof(quad));
+    return _mm512_set1_epi32(quad);
   }
-  // Scales of 16 blocks (8 steps) per vector; step j uses lanes 0-7 = block 2j, 8-15 = 2j+1.
-  static constexpr int kScaleGroup = 16;
-  static constexpr int kBlocksPerStep = 2;
-  static F LoadScales(const float* s, int n) {
-    return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1u), s);
-  }
-  static F LoadScalesF16(const uint16_t* s, int n) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << n) - 1u), s));
-  }
-  static F StepScales(F scales, int j) {
-    const __m512i index =
-        _mm512_add_epi32(_mm512_set1_epi32(2 * j),
-                         _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
-    return _mm512_permutexvar_ps(index, scales);
+  static Q PackedInit(int32_t block_sum) { return _mm512_set1_epi32(-128 * block_sum); }
+  static Q DotPacked(Q acc, Q w_offset, Q x) { return _mm512_dpbusd_epi32(acc, w_offset, x); }
+  static F ToFloat(Q a) { return _mm512_cvtepi32_ps(a); }
+  static F LoadF16(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
 };
 

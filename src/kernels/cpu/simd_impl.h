@@ -130,91 +130,105 @@ void MatMulRows(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const
   }
 }
 
-// Q8 tiles: weights and activations are int8 blocks of kQ8Block; each step consumes V::kQStep
-// bytes (one or two blocks): an exact integer dot per lane group, converted to float, scaled by
-// the weight and activation block scales and accumulated lane-wise.
-constexpr int64_t kQ8PrefetchBytes = 512;
+// Packed Q8 tiles (layout in quant.h). A group of 16 rows is kParts vectors of kW lanes, lane i
+// of part p being row 16 g + p kW + i. Per block of 32 columns each (part, token) pair sums its
+// 8 quads exactly in int32 (V::DotPacked), then adds float(isum) * (w_scale * x_scale) with one
+// fused multiply-add: every output is the same sequence of operations as the scalar reference,
+// whatever the tile, row range or batch (bitwise equal to it, and batch invariant).
+constexpr int kParts = kQ8GroupRows / kW;
+constexpr int64_t kPackedQuadBytes = 4 * kQ8GroupRows;                     // 64
+constexpr int64_t kPackedBlockBytes = kQ8QuadsPerBlock * kPackedQuadBytes;  // 512
 
-// y[t * ldy + r * row_step] = rows[r] . x[t0 + t] for r < MR, t < NT.
-template <int MR, int NT>
-inline void TileQ8(const int8_t* const* w_rows, const uint16_t* const* w_scales,
-                   const Q8Activations& x, int64_t t0, float* y, int64_t ldy, int64_t row_step) {
-  F acc[MR][NT];
-  for (int r = 0; r < MR; ++r) {
-    for (int t = 0; t < NT; ++t) acc[r][t] = V::Zero();
+// acc[g * kParts + p][t] = rows of part p of group g . token t0 + t, for g < MG, t < NT.
+template <int MG, int NT>
+inline void PackedTileQ8(const uint8_t* const* w, const uint16_t* const* w_scales,
+                         const Q8Activations& x, int64_t t0, F (&acc)[MG * kParts][NT]) {
+  for (int v = 0; v < MG * kParts; ++v) {
+    for (int t = 0; t < NT; ++t) acc[v][t] = V::Zero();
   }
-  // Scales are loaded V::kScaleGroup blocks at a time (one vector) and each step picks its
-  // block's scales out of that vector with a permute.
   const int64_t n_blocks = x.padded_cols / kQ8Block;
-  for (int64_t b0 = 0; b0 < n_blocks; b0 += V::kScaleGroup) {
-    const int nb = static_cast<int>(std::min<int64_t>(V::kScaleGroup, n_blocks - b0));
-    F xs[NT];
-    F ws[MR];
-    for (int t = 0; t < NT; ++t) xs[t] = V::LoadScales(x.Scales(t0 + t) + b0, nb);
-    for (int r = 0; r < MR; ++r) ws[r] = V::LoadScalesF16(w_scales[r] + b0, nb);
-    for (int j = 0; j < nb / V::kBlocksPerStep; ++j) {
-      const int64_t c = (b0 + j * V::kBlocksPerStep) * kQ8Block;
-      // The sign trick (u8 x s8 products need one unsigned side) is prepared on the activations:
-      // once per token and step instead of once per weight row (the integer dot is symmetric).
-      typename V::PreparedQ xv[NT];
-      F x_scale[NT];
-      for (int t = 0; t < NT; ++t) {
-        xv[t] = V::PrepareQ(V::LoadQ(x.Row(t0 + t) + c));
-        x_scale[t] = V::StepScales(xs[t], j);
-      }
-      for (int r = 0; r < MR; ++r) {
-        // Software prefetch a few steps ahead: the rows are short (one row = 2 KB at 2048
-        // columns), so hardware prefetchers barely ramp up on each of them.
-        _mm_prefetch(reinterpret_cast<const char*>(w_rows[r] + c + kQ8PrefetchBytes), _MM_HINT_T0);
-        const typename V::Q wv = V::LoadQ(w_rows[r] + c);
-        const F w_scale = V::StepScales(ws[r], j);
-        for (int t = 0; t < NT; ++t)
-          acc[r][t] = V::Fma(V::Mul(V::DotQ(xv[t], wv), w_scale), x_scale[t], acc[r][t]);
+  const int8_t* x_rows[NT];
+  const float* x_scales[NT];
+  const int32_t* x_sums[NT];
+  for (int t = 0; t < NT; ++t) {
+    x_rows[t] = x.Row(t0 + t);
+    x_scales[t] = x.Scales(t0 + t);
+    x_sums[t] = x.Sums(t0 + t);
+  }
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    typename V::Q isum[MG * kParts][NT];
+    for (int t = 0; t < NT; ++t) {
+      const typename V::Q init = V::PackedInit(x_sums[t][b]);
+      for (int v = 0; v < MG * kParts; ++v) isum[v][t] = init;
+    }
+    for (int k = 0; k < kQ8QuadsPerBlock; ++k) {
+      typename V::Q xq[NT];
+      for (int t = 0; t < NT; ++t) xq[t] = V::BroadcastQuad(x_rows[t] + b * kQ8Block + 4 * k);
+      for (int g = 0; g < MG; ++g) {
+        const uint8_t* quad = w[g] + b * kPackedBlockBytes + k * kPackedQuadBytes;
+        for (int p = 0; p < kParts; ++p) {
+          const typename V::Q wv = V::LoadPacked(quad + p * kW * 4);
+          for (int t = 0; t < NT; ++t)
+            isum[g * kParts + p][t] = V::DotPacked(isum[g * kParts + p][t], wv, xq[t]);
+        }
       }
     }
-  }
-  for (int r = 0; r < MR; ++r) {
-    for (int t = 0; t < NT; ++t) y[t * ldy + r * row_step] = V::Reduce(acc[r][t]);
+    for (int g = 0; g < MG; ++g) {
+      for (int p = 0; p < kParts; ++p) {
+        const F ws = V::LoadF16(w_scales[g] + b * kQ8GroupRows + p * kW);
+        for (int t = 0; t < NT; ++t) {
+          acc[g * kParts + p][t] = V::Fma(V::ToFloat(isum[g * kParts + p][t]),
+                                          V::Mul(ws, V::Set1(x_scales[t][b])),
+                                          acc[g * kParts + p][t]);
+        }
+      }
+    }
   }
 }
 
-template <int NT>
-inline void TokenTileQ8(const int8_t* const* w_rows, const uint16_t* const* w_scales,
-                        int64_t n_rows, const Q8Activations& x, int64_t t0, float* y, int64_t ldy) {
-  int64_t r = 0;
-  // Groups of 8 rows run as two tiles of every other row. Two consecutive rows of 2,048 columns
-  // share a 4 KB page; one row per page in a tile keeps the accesses within each page ascending,
-  // which the hardware prefetchers follow (GEMV from DRAM: ~80% -> ~90% of stream bandwidth).
-  for (; r + 8 <= n_rows; r += 8) {
-    for (int64_t half = 0; half < 2; ++half) {
-      const int8_t* rows[4];
-      const uint16_t* scales[4];
-      for (int64_t i = 0; i < 4; ++i) {
-        rows[i] = w_rows[r + 2 * i + half];
-        scales[i] = w_scales[r + 2 * i + half];
+// Groups [g0, g0 + MG) against tokens [t0, t0 + NT); writes the rows within [row_begin, row_end).
+template <int MG, int NT>
+inline void PackedGroupsQ8(const WeightMatrix& w, int64_t g0, int64_t row_begin, int64_t row_end,
+                           const Q8Activations& x, int64_t t0, float* y, int64_t ldy) {
+  const int64_t n_blocks = x.padded_cols / kQ8Block;
+  const uint8_t* values[MG];
+  const uint16_t* scales[MG];
+  for (int g = 0; g < MG; ++g) {
+    values[g] = static_cast<const uint8_t*>(w.data) + (g0 + g) * n_blocks * kPackedBlockBytes;
+    scales[g] = w.q8_scales + (g0 + g) * n_blocks * kQ8GroupRows;
+  }
+  F acc[MG * kParts][NT];
+  PackedTileQ8<MG, NT>(values, scales, x, t0, acc);
+  for (int v = 0; v < MG * kParts; ++v) {
+    const int64_t row0 = g0 * kQ8GroupRows + v * kW;
+    for (int t = 0; t < NT; ++t) {
+      float* out = y + (t0 + t) * ldy;
+      if (row0 >= row_begin && row0 + kW <= row_end) {
+        V::Store(out + (row0 - row_begin), acc[v][t]);
+        continue;
       }
-      TileQ8<4, NT>(rows, scales, x, t0, y + r + half, ldy, 2);
+      float lanes[kW];
+      V::Store(lanes, acc[v][t]);
+      for (int i = 0; i < kW; ++i) {
+        if (row0 + i >= row_begin && row0 + i < row_end) out[row0 + i - row_begin] = lanes[i];
+      }
     }
   }
-  for (; r + 4 <= n_rows; r += 4) TileQ8<4, NT>(w_rows + r, w_scales + r, x, t0, y + r, ldy, 1);
-  for (; r < n_rows; ++r) TileQ8<1, NT>(w_rows + r, w_scales + r, x, t0, y + r, ldy, 1);
 }
 
 void MatMulRowsQ8(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const Q8Activations& x,
                   float* y, int64_t ldy) {
-  const int64_t stride = Q8PaddedCols(w.cols);
-  const int64_t n_blocks = stride / kQ8Block;
-  const int8_t* rows[kDecodeRows];
-  const uint16_t* scales[kDecodeRows];
-  for (int64_t r0 = row_begin; r0 < row_end; r0 += kDecodeRows) {
-    const int64_t n = std::min(kDecodeRows, row_end - r0);
-    for (int64_t i = 0; i < n; ++i) {
-      rows[i] = static_cast<const int8_t*>(w.data) + (r0 + i) * stride;
-      scales[i] = w.q8_scales + (r0 + i) * n_blocks;
-    }
-    float* out = y + (r0 - row_begin);
-    ForEachTokenTile(x.n_tokens, [&](auto nt, int64_t t) {
-      TokenTileQ8<decltype(nt)::value>(rows, scales, n, x, t, out + t * ldy, ldy);
+  const int64_t g_end = (row_end + kQ8GroupRows - 1) / kQ8GroupRows;
+  // Blocks of 4 groups (64 rows, 128 KB at 2,048 columns) stay in L2 while the token tiles pass.
+  constexpr int64_t kGroupsPerBlock = 4;
+  constexpr int kMG = V::kQ8TileGroups;
+  for (int64_t g0 = row_begin / kQ8GroupRows; g0 < g_end; g0 += kGroupsPerBlock) {
+    const int64_t g1 = std::min(g_end, g0 + kGroupsPerBlock);
+    ForEachTokenTile<V::kQ8TileTokens>(x.n_tokens, [&](auto nt, int64_t t) {
+      constexpr int NT = decltype(nt)::value;
+      int64_t g = g0;
+      for (; g + kMG <= g1; g += kMG) PackedGroupsQ8<kMG, NT>(w, g, row_begin, row_end, x, t, y, ldy);
+      for (; g < g1; ++g) PackedGroupsQ8<1, NT>(w, g, row_begin, row_end, x, t, y, ldy);
     });
   }
 }
