@@ -154,7 +154,13 @@ void ParseQuantization(const FieldReader& f, const Json& json, const std::string
     const std::string method = r.StringOr("quant_method", "");
     if (method == "mlarun_q8") {
       if (r.IntOr("block_size", 32) != 32) f.Fail("quantization_config.block_size", "must be 32");
+      const std::string layout = r.StringOr("layout", "row_major");
+      if (layout != "row_major" && layout != "packed16") {
+        f.Fail("quantization_config.layout",
+               "'" + layout + "' is not supported (row_major, packed16)");
+      }
       c.q8_weights = true;
+      c.q8_packed = layout == "packed16";
       return;
     }
     if (method != "fp8") {

@@ -81,6 +81,9 @@ struct ModelConfig {
   int fp8_block_cols = 0;
   // Q8 checkpoints written by `mlarun quantize` (quantization_config.quant_method mlarun_q8).
   bool q8_weights = false;
+  // Their matrices are stored packed for the kernels (quantization_config.layout "packed16"),
+  // mapped in place at load; else row-major ("row_major", the default), packed at load.
+  bool q8_packed = false;
 
   bool IsMoeLayer(int layer) const {
     return n_routed_experts > 0 && layer >= first_k_dense_replace && layer % moe_layer_freq == 0;

@@ -1,5 +1,8 @@
-// Q8 weight quantisation and serialisation. On disk a Q8 matrix `<name>` is I8 [rows, cols] with
-// `<name>_q8_scale` F16 [rows, ceil(cols / 32)] (one scale per block of 32 values of a row).
+// Q8 weight quantisation and serialisation. On disk a Q8 matrix `<name>` is either packed
+// (layout "packed16", what `mlarun quantize` writes: U8 [groups * 16, padded cols] in the kernels'
+// layout, kernels/quant.h, with `<name>_q8_scale` F16 [groups * 16, padded cols / 32]), mapped in
+// place at load, or row-major (layout "row_major": I8 [rows, cols] with `<name>_q8_scale` F16
+// [rows, ceil(cols / 32)], one scale per block of 32 values of a row), packed at load.
 #include "model/quantize.h"
 
 #include <cstring>
@@ -133,6 +136,39 @@ void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,
   weights.owned.push_back(std::move(scale_buffer));
 }
 
+void BindPackedQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,
+                        const std::vector<int64_t>& shape, const std::string& model_dir,
+                        WeightMatrix& m) {
+  const std::string where = t.file + ": tensor '" + t.name + "'";
+  const int64_t rows = shape[0];
+  const int64_t cols = shape[1];
+  const int64_t padded_rows = Q8Groups(rows) * kQ8GroupRows;
+  const std::vector<int64_t> value_shape = {padded_rows, Q8PaddedCols(cols)};
+  if (t.shape != value_shape) {
+    TensorInfo expected;
+    expected.shape = value_shape;
+    throw Error(where + " (packed Q8 of [" + std::to_string(rows) + ", " + std::to_string(cols) +
+                "]) has shape " + t.ShapeString() + ", expected " + expected.ShapeString());
+  }
+  const std::string scale_name = t.name + "_q8_scale";
+  const TensorInfo* s = archive.Find(scale_name);
+  if (s == nullptr) throw Error(model_dir + ": tensor '" + scale_name + "' is missing");
+  const std::vector<int64_t> scale_shape = {padded_rows, Q8PaddedCols(cols) / kQ8Block};
+  if (s->dtype != DType::kF16 || s->shape != scale_shape) {
+    throw Error(s->file + ": tensor '" + scale_name + "' must be F16 of shape [" +
+                std::to_string(scale_shape[0]) + ", " + std::to_string(scale_shape[1]) +
+                "], got " + std::string(DTypeName(s->dtype)) + " " + s->ShapeString());
+  }
+  if (reinterpret_cast<uintptr_t>(s->data) % 2 != 0)
+    throw Error(s->file + ": tensor '" + scale_name + "' is not 2-byte aligned");
+  m = {.dtype = DType::kI8,
+       .rows = rows,
+       .cols = cols,
+       .data = t.data,
+       .q8_scales = reinterpret_cast<const uint16_t*>(s->data),
+       .q8_layout = Q8Layout::kPacked16};
+}
+
 WeightMatrix PackQ8Matrix(ThreadPool* pool, const WeightMatrix& row_major, ModelWeights& weights) {
   uint8_t* values = nullptr;
   uint16_t* scales = nullptr;
@@ -161,14 +197,17 @@ void PackQ8Weights(ThreadPool& pool, const ModelConfig& config, ModelWeights& we
 }
 
 void WriteQ8Model(const ModelConfig& config, const ModelWeights& loaded, const std::string& src_dir,
-                  const std::string& out_dir) {
+                  const std::string& out_dir, Q8Layout layout) {
   // ForEachTensor takes a mutable struct (it sizes the per-layer vectors); on loaded weights the
   // sizes are already right and nothing is modified.
   ModelWeights& weights = const_cast<ModelWeights&>(loaded);
   namespace fs = std::filesystem;
   fs::create_directories(out_dir);
   nlohmann::json cfg = nlohmann::json::parse(ReadFileToString(src_dir + "/config.json"));
-  cfg["quantization_config"] = {{"quant_method", "mlarun_q8"}, {"block_size", kQ8Block}};
+  cfg["quantization_config"] = {
+      {"quant_method", "mlarun_q8"},
+      {"block_size", kQ8Block},
+      {"layout", layout == Q8Layout::kPacked16 ? "packed16" : "row_major"}};
   WriteStringToFile(out_dir + "/config.json", cfg.dump(2) + "\n");
   for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
     if (fs::exists(src_dir + "/" + file)) {
@@ -186,6 +225,21 @@ void WriteQ8Model(const ModelConfig& config, const ModelWeights& loaded, const s
       return;
     }
     const WeightMatrix& m = *slot.matrix;
+    if (m.dtype == DType::kI8 && layout == Q8Layout::kPacked16) {
+      if (m.q8_layout != Q8Layout::kPacked16)
+        throw Error("quantize: " + slot.name + " is not packed");  // Model::Load packs all
+      const int64_t padded_rows = Q8Groups(m.rows) * kQ8GroupRows;
+      const int64_t stride = Q8PaddedCols(m.cols);
+      TensorToWrite q{slot.name, DType::kU8, {padded_rows, stride}, {}};
+      TensorToWrite s{slot.name + "_q8_scale", DType::kF16, {padded_rows, stride / kQ8Block}, {}};
+      const auto* values = static_cast<const uint8_t*>(m.data);
+      q.data.assign(values, values + PackedQ8ValueBytes(m.rows, m.cols));
+      const auto* scales = reinterpret_cast<const uint8_t*>(m.q8_scales);
+      s.data.assign(scales, scales + PackedQ8ScaleCount(m.rows, m.cols) * 2);
+      tensors.push_back(std::move(q));
+      tensors.push_back(std::move(s));
+      return;
+    }
     if (m.dtype == DType::kI8) {
       const int64_t stride = Q8PaddedCols(m.cols);
       const int64_t blocks = (m.cols + kQ8Block - 1) / kQ8Block;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/thread_pool.h"
 #include "model/config.h"
@@ -23,9 +24,12 @@ WeightMatrix QuantizeMatrixQ8(ThreadPool* pool, const WeightMatrix& source, Mode
 void QuantizeWeightsQ8(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights);
 
 // Copies a model directory with its matrices in Q8 (config.json gets quantization_config
-// {quant_method: mlarun_q8, block_size: 32}; tokenizer files are copied).
+// {quant_method: mlarun_q8, block_size: 32, layout}; tokenizer files are copied). kPacked16
+// (the default) stores the kernels' layout, so loading maps it in place with no copy;
+// kRowMajor stores I8 [rows, cols] + F16 scales [rows, ceil(cols / 32)], packed at load.
 void WriteQ8Model(const ModelConfig& config, const ModelWeights& weights,
-                  const std::string& src_dir, const std::string& out_dir);
+                  const std::string& src_dir, const std::string& out_dir,
+                  Q8Layout layout = Q8Layout::kPacked16);
 
 // Binds an I8 tensor of a Q8 checkpoint (weight + F16 `<name>_q8_scale`) to `m` in the file's
 // row-major layout, padding rows where needed. Throws Error naming the file and tensor.
@@ -33,6 +37,13 @@ class SafetensorsArchive;
 struct TensorInfo;
 void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,
                   const std::string& model_dir, WeightMatrix& m, ModelWeights& weights);
+
+// Binds a packed Q8 tensor (U8 [groups * 16, padded cols] + F16 `<name>_q8_scale`
+// [groups * 16, padded cols / 32], quant.h's layout) of logical shape `shape` to `m`, in place in
+// the mapped file. Throws Error naming the file and tensor.
+void BindPackedQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,
+                        const std::vector<int64_t>& shape, const std::string& model_dir,
+                        WeightMatrix& m);
 
 // Returns a copy of a row-major Q8 matrix packed for the kernels (Q8Layout::kPacked16).
 WeightMatrix PackQ8Matrix(ThreadPool* pool, const WeightMatrix& row_major, ModelWeights& weights);

@@ -181,6 +181,14 @@ void LoadWeights(const ModelConfig& config, const SafetensorsArchive& archive,
     const TensorInfo* t = archive.Find(slot.name);
     if (t == nullptr) throw Error(model_dir + ": tensor '" + slot.name + "' is missing");
     const std::string where = t->file + ": tensor '" + slot.name + "'";
+    if (t->dtype == DType::kU8 && slot.matrix != nullptr) {
+      if (!config.q8_packed) {
+        throw Error(where +
+                    " is U8 but config.json's quantization_config has no layout \"packed16\"");
+      }
+      BindPackedQ8Tensor(archive, *t, slot.shape, model_dir, *slot.matrix);
+      return;
+    }
     if (t->shape != slot.shape) {
       TensorInfo expected;
       expected.shape = slot.shape;

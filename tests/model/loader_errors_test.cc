@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "model/model.h"
+#include "model/quantize.h"
 #include "model/safetensors.h"
 #include "model/test_models.h"
 
@@ -134,6 +135,46 @@ TEST(LoaderErrorsTest, Fp8WithoutScalesNamesTheScaleTensor) {
   });
   EXPECT_EQ(LoadError(dir),
             dir + ": tensor 'model.layers.0.self_attn.q_a_proj.weight_scale_inv' is missing");
+}
+
+// A packed Q8 copy of tiny-v2-lite, as `mlarun quantize` writes it.
+std::string CopyPackedQ8Model(const std::string& name) {
+  const std::string src = testing::MakeTestModel("tiny-v2-lite");
+  const std::string dst = ::testing::TempDir() + "/broken_q8_" + name;
+  fs::remove_all(dst);
+  const auto model = Model::Load(src, {.weights = WeightFormat::kInt8});
+  WriteQ8Model(model->config(), model->weights(), src, dst);
+  return dst;
+}
+
+TEST(LoaderErrorsTest, PackedQ8WithWrongShapeNamesTensorAndLogicalShape) {
+  const std::string dir = CopyPackedQ8Model("shape");
+  EXPECT_EQ(LoadError(dir), "");
+  RewriteTensors(dir, [](std::vector<TensorToWrite>& tensors) {
+    for (TensorToWrite& t : tensors) {
+      if (t.name == "model.layers.1.self_attn.kv_b_proj.weight") t.shape = {64, 128};
+    }
+  });
+  EXPECT_EQ(LoadError(dir),
+            dir +
+                "/model.safetensors: tensor 'model.layers.1.self_attn.kv_b_proj.weight' (packed "
+                "Q8 of [128, 32]) has shape [64, 128], expected [128, 64]");
+}
+
+TEST(LoaderErrorsTest, Q8LayoutMustBeKnownAndMatchTheTensors) {
+  const std::string dir = CopyPackedQ8Model("layout");
+  std::string config = ReadFileToString(dir + "/config.json");
+  const size_t at = config.find("\"packed16\"");
+  ASSERT_NE(at, std::string::npos);
+  WriteStringToFile(dir + "/config.json", config.substr(0, at) + "\"tiled\"" +
+                                              config.substr(at + std::string("\"packed16\"").size()));
+  EXPECT_EQ(LoadError(dir), dir +
+                                "/config.json: field 'quantization_config.layout' 'tiled' is not "
+                                "supported (row_major, packed16)");
+  WriteStringToFile(dir + "/config.json", config.substr(0, at) + "\"row_major\"" +
+                                              config.substr(at + std::string("\"packed16\"").size()));
+  EXPECT_NE(LoadError(dir).find("is U8 but config.json's quantization_config has no layout"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -204,9 +204,20 @@ TEST(ModelTest, Int8WeightsStayCloseToF32AndQuantizedFilesLoadIdentically) {
   const auto ids = TestIds(16);
   const auto int8_model = Model::Load(dir, {.weights = WeightFormat::kInt8});
   const auto int8 = RunLogits(*int8_model, ids, {});
+  // Packed (mapped in place) and row-major (packed at load) files alike.
   const std::string q8_dir = dir + "_q8";
   WriteQ8Model(int8_model->config(), int8_model->weights(), dir, q8_dir);
-  EXPECT_EQ(RunLogits(*Model::Load(q8_dir), ids, {}), int8);
+  const auto packed = Model::Load(q8_dir);
+  EXPECT_TRUE(packed->config().q8_packed);
+  EXPECT_EQ(RunLogits(*packed, ids, {}), int8);
+  const std::string row_major_dir = dir + "_q8_row_major";
+  WriteQ8Model(int8_model->config(), int8_model->weights(), dir, row_major_dir,
+               Q8Layout::kRowMajor);
+  const auto row_major = Model::Load(row_major_dir);
+  EXPECT_FALSE(row_major->config().q8_packed);
+  EXPECT_EQ(RunLogits(*row_major, ids, {}), int8);
+  // The packed file maps the weights in place: fewer owned copies than the row-major one.
+  EXPECT_LT(packed->weights().owned.size(), row_major->weights().owned.size());
   for (Isa isa : SupportedIsas()) {
     EXPECT_LT(MaxAbsDiff(RunLogits(*int8_model, ids, {.isa = isa}), int8), 1e-3) << IsaName(isa);
   }
