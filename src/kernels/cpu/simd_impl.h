@@ -138,6 +138,11 @@ void MatMulRows(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const
 constexpr int kParts = kQ8GroupRows / kW;
 constexpr int64_t kPackedQuadBytes = 4 * kQ8GroupRows;                     // 64
 constexpr int64_t kPackedBlockBytes = kQ8QuadsPerBlock * kPackedQuadBytes;  // 512
+// Decode tiles (1-2 tokens, memory-bound) prefetch each group's stream 4 KB ahead: in a simulated
+// MoE decode step (12 random 3 MB experts per batch) this and 64-row work items took the packed
+// GEMV from 20-23 to 28-32 GB/s on 2 threads (the hardware prefetchers restart at every page).
+constexpr int64_t kPackedPrefetchBytes = 4096;
+constexpr int kPackedPrefetchMaxTokens = 2;
 
 // acc[g * kParts + p][t] = rows of part p of group g . token t0 + t, for g < MG, t < NT.
 template <int MG, int NT>
@@ -166,6 +171,8 @@ inline void PackedTileQ8(const uint8_t* const* w, const uint16_t* const* w_scale
       for (int t = 0; t < NT; ++t) xq[t] = V::BroadcastQuad(x_rows[t] + b * kQ8Block + 4 * k);
       for (int g = 0; g < MG; ++g) {
         const uint8_t* quad = w[g] + b * kPackedBlockBytes + k * kPackedQuadBytes;
+        if constexpr (NT <= kPackedPrefetchMaxTokens)
+          _mm_prefetch(reinterpret_cast<const char*>(quad + kPackedPrefetchBytes), _MM_HINT_T0);
         for (int p = 0; p < kParts; ++p) {
           const typename V::Q wv = V::LoadPacked(quad + p * kW * 4);
           for (int t = 0; t < NT; ++t)
