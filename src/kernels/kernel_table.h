@@ -23,6 +23,9 @@ struct KernelTable {
   // exact int32 dot product, scaled by (weight scale * activation scale).
   void (*matmul_rows_q8)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
                          const Q8Activations& x, float* y, int64_t ldy);
+  // Quantises one activation row for matmul_rows_q8 (quant.h, QuantizeActivationRowQ8 is the
+  // reference; every version gives bitwise the same values, scales and block sums).
+  void (*quantize_row_q8)(const float* x, int64_t cols, int8_t* q, float* scales, int32_t* sums);
   // Optional (null unless the ISA has bf16 dot products): the same for kBF16 weights with
   // activations already rounded to bf16, x_bf16 [n_tokens, w.cols].
   void (*matmul_rows_bf16)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,

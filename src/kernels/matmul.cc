@@ -89,6 +89,21 @@ struct PreparedInput {
 // items for decode were measured slower (a simulated MoE step: 21 vs 26-30 GB/s).
 constexpr int64_t kRowsPerItem = 64;
 
+// out = x rounded to bf16, in parallel for prefill-sized inputs.
+void RoundToBf16(ThreadPool& pool, const float* x, int64_t n, uint16_t* out) {
+  constexpr int64_t kPerItem = 64 * 1024;
+  auto round = [&](int64_t item, int) {
+    for (int64_t e = item * kPerItem; e < std::min(n, (item + 1) * kPerItem); ++e)
+      out[e] = F32ToBF16(x[e]);
+  };
+  const int64_t items = (n + kPerItem - 1) / kPerItem;
+  if (items > 1) {
+    pool.ParallelFor(items, round);
+  } else {
+    round(0, 0);
+  }
+}
+
 }  // namespace
 
 void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs) {
@@ -123,10 +138,11 @@ void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs) {
       in.cols = job.w->cols;
       in.form = form;
       if (form == InputForm::kQ8) {
-        QuantizeActivationsQ8(job.x, job.n_tokens, job.w->cols, &in.q8, &exec.pool);
+        QuantizeActivationsQ8(job.x, job.n_tokens, job.w->cols, &in.q8, &exec.pool,
+                              exec.k.quantize_row_q8);
       } else if (form == InputForm::kBf16) {
         in.bf16.resize(static_cast<size_t>(job.n_tokens * job.w->cols));
-        for (size_t e = 0; e < in.bf16.size(); ++e) in.bf16[e] = F32ToBF16(job.x[e]);
+        RoundToBf16(exec.pool, job.x, static_cast<int64_t>(in.bf16.size()), in.bf16.data());
       }
     }
     input_of[j] = i;

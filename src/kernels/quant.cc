@@ -39,8 +39,14 @@ void QuantizeBlocks(const float* x, int64_t cols, int8_t* q, StoreScale store_sc
 
 }  // namespace
 
-void QuantizeRowQ8(const float* x, int64_t cols, int8_t* q, float* scales) {
+void QuantizeActivationRowQ8(const float* x, int64_t cols, int8_t* q, float* scales,
+                             int32_t* sums) {
   QuantizeBlocks(x, cols, q, [&](int64_t b, float scale) { return scales[b] = scale; });
+  for (int64_t b = 0; b < Q8PaddedCols(cols) / kQ8Block; ++b) {
+    int32_t sum = 0;
+    for (int i = 0; i < kQ8Block; ++i) sum += q[b * kQ8Block + i];
+    sums[b] = sum;
+  }
 }
 
 void QuantizeWeightRowQ8(const float* w, int64_t cols, int8_t* q, uint16_t* scales) {
@@ -51,7 +57,7 @@ void QuantizeWeightRowQ8(const float* w, int64_t cols, int8_t* q, uint16_t* scal
 }
 
 void QuantizeActivationsQ8(const float* x, int64_t n_tokens, int64_t cols, Q8Activations* out,
-                           ThreadPool* pool) {
+                           ThreadPool* pool, QuantizeRowFn row_fn) {
   out->n_tokens = n_tokens;
   out->cols = cols;
   out->padded_cols = Q8PaddedCols(cols);
@@ -60,13 +66,8 @@ void QuantizeActivationsQ8(const float* x, int64_t n_tokens, int64_t cols, Q8Act
   out->scales.resize(static_cast<size_t>(n_tokens * n_blocks));
   out->sums.resize(static_cast<size_t>(n_tokens * n_blocks));
   auto quantize_token = [&](int64_t t) {
-    int8_t* q = out->values.data() + t * out->padded_cols;
-    QuantizeRowQ8(x + t * cols, cols, q, out->scales.data() + t * n_blocks);
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      int32_t sum = 0;
-      for (int i = 0; i < kQ8Block; ++i) sum += q[b * kQ8Block + i];
-      out->sums[static_cast<size_t>(t * n_blocks + b)] = sum;
-    }
+    row_fn(x + t * cols, cols, out->values.data() + t * out->padded_cols,
+           out->scales.data() + t * n_blocks, out->sums.data() + t * n_blocks);
   };
   // Prefill batches in parallel (8 tokens per item); decode batches are too small to hand off.
   constexpr int64_t kTokensPerItem = 8;

@@ -28,13 +28,19 @@ struct Q8Activations {
   const int32_t* Sums(int64_t t) const { return sums.data() + t * (padded_cols / kQ8Block); }
 };
 
-// Quantises x [n_tokens, cols] into `out` (buffers reused); tokens in parallel on `pool` if set.
-void QuantizeActivationsQ8(const float* x, int64_t n_tokens, int64_t cols, Q8Activations* out,
-                           ThreadPool* pool = nullptr);
-
 // Quantises one activation row of `cols` values: q [padded cols, zero-padded to a multiple of
-// 64], scales [padded cols / kQ8Block].
-void QuantizeRowQ8(const float* x, int64_t cols, int8_t* q, float* scales);
+// 64], scales and sums (of each block's int8 values) [padded cols / kQ8Block]. The reference for
+// KernelTable::quantize_row_q8 (SIMD versions give bitwise the same).
+void QuantizeActivationRowQ8(const float* x, int64_t cols, int8_t* q, float* scales,
+                             int32_t* sums);
+using QuantizeRowFn = void (*)(const float* x, int64_t cols, int8_t* q, float* scales,
+                               int32_t* sums);
+
+// Quantises x [n_tokens, cols] into `out` (buffers reused) with `row_fn`; tokens in parallel on
+// `pool` if set.
+void QuantizeActivationsQ8(const float* x, int64_t n_tokens, int64_t cols, Q8Activations* out,
+                           ThreadPool* pool = nullptr,
+                           QuantizeRowFn row_fn = QuantizeActivationRowQ8);
 // Quantises one weight row with float16 scales (values quantised with the rounded scale).
 void QuantizeWeightRowQ8(const float* w, int64_t cols, int8_t* q, uint16_t* scales);
 

@@ -77,6 +77,31 @@ TEST_P(SimdTest, MatMulMatchesScalarForEveryDtypeAndBatchSize) {
   }
 }
 
+TEST_P(SimdTest, ActivationQuantisationIsBitwiseScalar) {
+  for (int64_t cols : {1, 17, 32, 100, 2048}) {
+    std::vector<float> x = Random(static_cast<size_t>(cols), 21, 3.0f);
+    if (cols >= 32) {
+      // A block whose values hit rounding ties exactly (max 127: scale 1, x * inv = x).
+      for (int i = 0; i < 32; ++i) x[static_cast<size_t>(i)] = -15.5f + static_cast<float>(i);
+      x[31] = 127.0f;
+    }
+    const int64_t padded = Q8PaddedCols(cols);
+    const int64_t blocks = padded / kQ8Block;
+    std::vector<int8_t> q_ref(static_cast<size_t>(padded)), q(q_ref.size());
+    std::vector<float> s_ref(static_cast<size_t>(blocks)), s(s_ref.size());
+    std::vector<int32_t> sum_ref(static_cast<size_t>(blocks)), sum(sum_ref.size());
+    scalar().quantize_row_q8(x.data(), cols, q_ref.data(), s_ref.data(), sum_ref.data());
+    simd().quantize_row_q8(x.data(), cols, q.data(), s.data(), sum.data());
+    EXPECT_EQ(q, q_ref) << cols;
+    EXPECT_EQ(s, s_ref) << cols;
+    EXPECT_EQ(sum, sum_ref) << cols;
+    if (cols >= 32) {
+      EXPECT_EQ(q_ref[0], -16);  // -15.5 rounds to even
+      EXPECT_EQ(q_ref[1], -14);  // -14.5 too
+    }
+  }
+}
+
 TEST_P(SimdTest, PackedQ8MatMulIsBitwiseScalarCloseToFloatAndBatchInvariant) {
   for (int64_t cols : {24, 64, 160, 2048}) {
     const int64_t rows = 21;  // one full group of 16 rows and a partial one

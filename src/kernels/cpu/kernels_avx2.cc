@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/isa.h"
+#include "kernels/quant.h"
 
 namespace mlarun::avx2 {
 
@@ -77,6 +78,8 @@ struct V {
     const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
     return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
   }
+  // Activation quantisation: the scalar reference.
+  static constexpr auto QuantizeRowQ8 = QuantizeActivationRowQ8;
   static F ToFloat(Q a) { return _mm256_cvtepi32_ps(a); }
   static F LoadF16(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));

@@ -2,10 +2,12 @@
 // -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma; only called when the CPU supports them.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/isa.h"
+#include "kernels/quant.h"
 
 namespace mlarun::avx512 {
 
@@ -60,6 +62,33 @@ struct V {
   }
   static Q PackedInit(int32_t block_sum) { return _mm512_set1_epi32(-128 * block_sum); }
   static Q DotPacked(Q acc, Q w_offset, Q x) { return _mm512_dpbusd_epi32(acc, w_offset, x); }
+  // Activation quantisation (quant.h), per block of 32: the same operations as the scalar
+  // reference lane-wise (max |x|, scale = max / 127, x * (1 / scale) clamped to [-127, 127],
+  // rounded to nearest even by vcvtps2dq), so bitwise the same values, scales and sums.
+  static void QuantizeRowQ8(const float* x, int64_t cols, int8_t* q, float* scales,
+                            int32_t* sums) {
+    const int64_t n_blocks = Q8PaddedCols(cols) / kQ8Block;
+    const __m512 lo = _mm512_set1_ps(-127.0f);
+    const __m512 hi = _mm512_set1_ps(127.0f);
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const int64_t begin = b * kQ8Block;
+      const int64_t n = std::clamp<int64_t>(cols - begin, 0, kQ8Block);
+      const auto m0 = static_cast<__mmask16>((1u << std::min<int64_t>(n, 16)) - 1u);
+      const auto m1 = static_cast<__mmask16>((1u << std::max<int64_t>(n - 16, 0)) - 1u);
+      const __m512 x0 = _mm512_maskz_loadu_ps(m0, x + begin);
+      const __m512 x1 = _mm512_maskz_loadu_ps(m1, x + begin + 16);
+      const float max_abs =
+          _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+      const float scale = max_abs / 127.0f;
+      scales[b] = scale;
+      const __m512 inv = _mm512_set1_ps(scale > 0.0f ? 1.0f / scale : 0.0f);
+      const __m512i i0 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x0, inv), lo), hi));
+      const __m512i i1 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x1, inv), lo), hi));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + begin), _mm512_cvtsepi32_epi8(i0));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + begin + 16), _mm512_cvtsepi32_epi8(i1));
+      sums[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+    }
+  }
   static F ToFloat(Q a) { return _mm512_cvtepi32_ps(a); }
   static F LoadF16(const uint16_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));

@@ -461,6 +461,7 @@ void Scale(float a, float* x, int64_t n) {
 const KernelTable kTable = {.isa = V::kIsa,
                             .matmul_rows = MatMulRows,
                             .matmul_rows_q8 = MatMulRowsQ8,
+                            .quantize_row_q8 = V::QuantizeRowQ8,
                             .dot = Dot,
                             .stream_sum = StreamSum,
                             .axpy = Axpy,

@@ -86,6 +86,7 @@ void Bf16ToF32Scalar(const uint16_t* in, float* out, int64_t n) {
 const KernelTable kScalarTable = {.isa = Isa::kScalar,
                                   .matmul_rows = MatMulRowsScalar,
                                   .matmul_rows_q8 = MatMulRowsQ8Scalar,
+                                  .quantize_row_q8 = QuantizeActivationRowQ8,
                                   .dot = Dot,
                                   .stream_sum = StreamSumScalar,
                                   .axpy = Axpy,
