@@ -138,14 +138,16 @@ void MatMulRows(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const
 constexpr int kParts = kQ8GroupRows / kW;
 constexpr int64_t kPackedQuadBytes = 4 * kQ8GroupRows;                     // 64
 constexpr int64_t kPackedBlockBytes = kQ8QuadsPerBlock * kPackedQuadBytes;  // 512
-// Decode tiles (1-2 tokens, memory-bound) prefetch each group's stream 4 KB ahead: in a simulated
-// MoE decode step (12 random 3 MB experts per batch) this and 64-row work items took the packed
-// GEMV from 20-23 to 28-32 GB/s on 2 threads (the hardware prefetchers restart at every page).
+// Products of up to 4 tokens (decode, and the experts of batched decode: memory-bound) prefetch
+// each group's stream 4 KB ahead: in a simulated MoE decode step (12 random 3 MB experts per
+// batch) this and 64-row work items took the packed GEMV from 20-23 to 28-32 GB/s on 2 threads
+// (the hardware prefetchers restart at every page). Larger batches are compute-bound, and the
+// extra instructions cost their GEMM ~5%.
 constexpr int64_t kPackedPrefetchBytes = 4096;
-constexpr int kPackedPrefetchMaxTokens = 2;
+constexpr int64_t kPackedPrefetchMaxTokens = 4;
 
 // acc[g * kParts + p][t] = rows of part p of group g . token t0 + t, for g < MG, t < NT.
-template <int MG, int NT>
+template <int MG, int NT, bool kPrefetch>
 inline void PackedTileQ8(const uint8_t* const* w, const uint16_t* const* w_scales,
                          const Q8Activations& x, int64_t t0, F (&acc)[MG * kParts][NT]) {
   for (int v = 0; v < MG * kParts; ++v) {
@@ -171,7 +173,7 @@ inline void PackedTileQ8(const uint8_t* const* w, const uint16_t* const* w_scale
       for (int t = 0; t < NT; ++t) xq[t] = V::BroadcastQuad(x_rows[t] + b * kQ8Block + 4 * k);
       for (int g = 0; g < MG; ++g) {
         const uint8_t* quad = w[g] + b * kPackedBlockBytes + k * kPackedQuadBytes;
-        if constexpr (NT <= kPackedPrefetchMaxTokens)
+        if constexpr (kPrefetch)
           _mm_prefetch(reinterpret_cast<const char*>(quad + kPackedPrefetchBytes), _MM_HINT_T0);
         for (int p = 0; p < kParts; ++p) {
           const typename V::Q wv = V::LoadPacked(quad + p * kW * 4);
@@ -194,7 +196,7 @@ inline void PackedTileQ8(const uint8_t* const* w, const uint16_t* const* w_scale
 }
 
 // Groups [g0, g0 + MG) against tokens [t0, t0 + NT); writes the rows within [row_begin, row_end).
-template <int MG, int NT>
+template <int MG, int NT, bool kPrefetch>
 inline void PackedGroupsQ8(const WeightMatrix& w, int64_t g0, int64_t row_begin, int64_t row_end,
                            const Q8Activations& x, int64_t t0, float* y, int64_t ldy) {
   const int64_t n_blocks = x.padded_cols / kQ8Block;
@@ -205,7 +207,7 @@ inline void PackedGroupsQ8(const WeightMatrix& w, int64_t g0, int64_t row_begin,
     scales[g] = w.q8_scales + (g0 + g) * n_blocks * kQ8GroupRows;
   }
   F acc[MG * kParts][NT];
-  PackedTileQ8<MG, NT>(values, scales, x, t0, acc);
+  PackedTileQ8<MG, NT, kPrefetch>(values, scales, x, t0, acc);
   for (int v = 0; v < MG * kParts; ++v) {
     const int64_t row0 = g0 * kQ8GroupRows + v * kW;
     for (int t = 0; t < NT; ++t) {
@@ -223,8 +225,9 @@ inline void PackedGroupsQ8(const WeightMatrix& w, int64_t g0, int64_t row_begin,
   }
 }
 
-void MatMulRowsQ8(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const Q8Activations& x,
-                  float* y, int64_t ldy) {
+template <bool kPrefetch>
+void PackedRowsQ8(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
+                  const Q8Activations& x, float* y, int64_t ldy) {
   const int64_t g_end = (row_end + kQ8GroupRows - 1) / kQ8GroupRows;
   // Blocks of 4 groups (64 rows, 128 KB at 2,048 columns) stay in L2 while the token tiles pass.
   constexpr int64_t kGroupsPerBlock = 4;
@@ -234,9 +237,19 @@ void MatMulRowsQ8(const WeightMatrix& w, int64_t row_begin, int64_t row_end, con
     ForEachTokenTile<V::kQ8TileTokens>(x.n_tokens, [&](auto nt, int64_t t) {
       constexpr int NT = decltype(nt)::value;
       int64_t g = g0;
-      for (; g + kMG <= g1; g += kMG) PackedGroupsQ8<kMG, NT>(w, g, row_begin, row_end, x, t, y, ldy);
-      for (; g < g1; ++g) PackedGroupsQ8<1, NT>(w, g, row_begin, row_end, x, t, y, ldy);
+      for (; g + kMG <= g1; g += kMG)
+        PackedGroupsQ8<kMG, NT, kPrefetch>(w, g, row_begin, row_end, x, t, y, ldy);
+      for (; g < g1; ++g) PackedGroupsQ8<1, NT, kPrefetch>(w, g, row_begin, row_end, x, t, y, ldy);
     });
+  }
+}
+
+void MatMulRowsQ8(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const Q8Activations& x,
+                  float* y, int64_t ldy) {
+  if (x.n_tokens <= kPackedPrefetchMaxTokens) {
+    PackedRowsQ8<true>(w, row_begin, row_end, x, y, ldy);
+  } else {
+    PackedRowsQ8<false>(w, row_begin, row_end, x, y, ldy);
   }
 }
 
