@@ -30,6 +30,11 @@ struct KernelTable {
   // activations already rounded to bf16, x_bf16 [n_tokens, w.cols].
   void (*matmul_rows_bf16)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
                            const uint16_t* x_bf16, int64_t n_tokens, float* y, int64_t ldy);
+  // c[i, j] = sum_kk a[i, kk] b[kk, j] for i < m, j < n (row-major, leading dimensions lda, ldb,
+  // ldc); each element is one fused multiply-add chain over kk in order from 0, so every ISA
+  // gives bitwise the scalar result.
+  void (*gemm)(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+               int64_t ldb, float* c, int64_t ldc);
   float (*dot)(const float* a, const float* b, int64_t n);
   // Sum of x[0, n) in an unspecified order with several independent accumulators: streams memory
   // as fast as the core can (the read-bandwidth probe; not for numerics).

@@ -77,6 +77,36 @@ TEST_P(SimdTest, MatMulMatchesScalarForEveryDtypeAndBatchSize) {
   }
 }
 
+TEST_P(SimdTest, GemmIsBitwiseScalarAndMatchesDoubles) {
+  for (int64_t m : {1, 3, 8, 13, 16, 50}) {  // 50: B packed in panels
+    for (int64_t n : {5, 16, 31, 32, 47, 128}) {
+      for (int64_t k : {1, 7, 192, 600}) {  // 600: two k chunks
+        const int64_t lda = k + 3, ldb = n + 5, ldc = n + 2;
+        const std::vector<float> a = Random(static_cast<size_t>(m * lda), 31);
+        const std::vector<float> b = Random(static_cast<size_t>(k * ldb), 32);
+        // Sentinels around C catch writes outside [m, n].
+        std::vector<float> c_ref(static_cast<size_t>(m * ldc), -7.0f), c(c_ref.size(), -7.0f);
+        scalar().gemm(m, n, k, a.data(), lda, b.data(), ldb, c_ref.data(), ldc);
+        simd().gemm(m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc);
+        ASSERT_EQ(c, c_ref) << m << " " << n << " " << k;
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < ldc; ++j) {
+            const float got = c_ref[static_cast<size_t>(i * ldc + j)];
+            if (j >= n) {
+              ASSERT_EQ(got, -7.0f);
+              continue;
+            }
+            double want = 0;
+            for (int64_t kk = 0; kk < k; ++kk)
+              want += double{a[static_cast<size_t>(i * lda + kk)]} * b[static_cast<size_t>(kk * ldb + j)];
+            ASSERT_NEAR(got, want, 1e-5 * static_cast<double>(k));
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_P(SimdTest, ActivationQuantisationIsBitwiseScalar) {
   for (int64_t cols : {1, 17, 32, 100, 2048}) {
     std::vector<float> x = Random(static_cast<size_t>(cols), 21, 3.0f);

@@ -57,6 +57,8 @@ struct V {
     return _mm_cvtss_f32(s);
   }
   static void Store(float* p, F a) { _mm256_storeu_ps(p, a); }
+  static void StoreTail(float* p, F a, int n) { _mm256_maskstore_ps(p, TailMask(n), a); }
+  static constexpr int kGemmRows = 4;  // GEMM tile: 4 rows x 2 vectors of accumulators
 
   // Packed Q8 (quant.h): a 64-byte quad is two vectors of 8 rows. Without VNNI, the offset is
   // removed (xor 0x80 gives the signed weights) and maddubs multiplies |w| by x * sign(w), which

@@ -47,6 +47,10 @@ struct V {
   static F Pow2Times(F p, F n) { return _mm512_scalef_ps(p, n); }  // p * 2^n
   static float Reduce(F a) { return _mm512_reduce_add_ps(a); }
   static void Store(float* p, F a) { _mm512_storeu_ps(p, a); }
+  static void StoreTail(float* p, F a, int n) {
+    _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1u), a);
+  }
+  static constexpr int kGemmRows = 12;  // GEMM tile: 12 rows x 2 vectors of accumulators
 
   // Packed Q8 (quant.h): one 64-byte quad vector holds 4 columns of 16 rows; VNNI's u8 x s8
   // dot product takes the +128-offset weights as the unsigned side, and the integer sum starts

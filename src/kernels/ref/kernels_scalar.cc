@@ -58,6 +58,17 @@ void MatMulRowsQ8Scalar(const WeightMatrix& w, int64_t row_begin, int64_t row_en
   }
 }
 
+void GemmScalar(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                int64_t ldb, float* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      float acc = 0.0f;
+      for (int64_t kk = 0; kk < k; ++kk) acc = std::fma(a[i * lda + kk], b[kk * ldb + j], acc);
+      c[i * ldc + j] = acc;
+    }
+  }
+}
+
 void ExpScalar(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i]);
 }
@@ -87,6 +98,7 @@ const KernelTable kScalarTable = {.isa = Isa::kScalar,
                                   .matmul_rows = MatMulRowsScalar,
                                   .matmul_rows_q8 = MatMulRowsQ8Scalar,
                                   .quantize_row_q8 = QuantizeActivationRowQ8,
+                                  .gemm = GemmScalar,
                                   .dot = Dot,
                                   .stream_sum = StreamSumScalar,
                                   .axpy = Axpy,

@@ -147,8 +147,8 @@ void AttendAbsorbed(const LayerContext& ctx, const MlaWeights& w, const float* q
 }
 
 // Naive path for one sequence under the full policy, as tiled GEMMs: the context is positions
-// [0, n_written) in order, expanded once per layer to per-head K_h [n_ctx, nope + rope] and
-// V_h^T [v, n_ctx]; then per head and tile of queries S = Q_h K_h^T, a causal softmax per query,
+// [0, n_written) in order, expanded once per layer to per-head K_h^T [nope + rope, n_ctx] and
+// V_h [n_ctx, v]; then per head and tile of queries S = Q_h K_h^T, a causal softmax per query,
 // and O = P V_h (FlashAttention-style tiling without the online rescale: a tile's scores fit).
 void AttendNaiveFull(const LayerContext& ctx, const MlaWeights& w, const float* q,
                      const SequenceSlice& slice, float* o) {
@@ -180,21 +180,30 @@ void AttendNaiveFull(const LayerContext& ctx, const MlaWeights& w, const float* 
   const int kv_width = n_head * (nope + dv);
   std::vector<float> kv(static_cast<size_t>(n_ctx * kv_width));
   MatMul(ctx.exec, w.kv_b_proj, c_kv.data(), n_ctx, kv.data());
-  // K_h [n_head][n_ctx, dk] and V_h^T [n_head][dv, n_ctx].
-  std::vector<float> keys(static_cast<size_t>(n_head * n_ctx * dk));
-  std::vector<float> values_t(static_cast<size_t>(n_head * dv * n_ctx));
+  // K_h^T [n_head][dk, n_ctx] and V_h [n_head][n_ctx, dv], the layouts the GEMM kernel reads
+  // (a row of B is a vector); K is transposed in blocks of 64 positions.
+  std::vector<float> keys_t(static_cast<size_t>(n_head * dk * n_ctx));
+  std::vector<float> values(static_cast<size_t>(n_head * n_ctx * dv));
   ctx.exec.pool.ParallelFor(n_head, [&](int64_t h, int) {
-    float* k_h = keys.data() + h * n_ctx * dk;
-    float* vt_h = values_t.data() + h * dv * n_ctx;
-    for (int64_t p = 0; p < n_ctx; ++p) {
-      const float* src = kv.data() + p * kv_width + h * (nope + dv);
-      std::copy_n(src, nope, k_h + p * dk);
-      std::copy_n(k_pe.data() + p * rope, rope, k_h + p * dk + nope);
-      for (int d = 0; d < dv; ++d) vt_h[d * n_ctx + p] = src[nope + d];
+    float* kt_h = keys_t.data() + h * dk * n_ctx;
+    float* v_h = values.data() + h * n_ctx * dv;
+    constexpr int64_t kBlock = 64;
+    for (int64_t p0 = 0; p0 < n_ctx; p0 += kBlock) {
+      const int64_t p1 = std::min(n_ctx, p0 + kBlock);
+      for (int d = 0; d < dk; ++d) {
+        float* dst = kt_h + d * n_ctx;
+        for (int64_t p = p0; p < p1; ++p) {
+          dst[p] = d < nope ? kv[static_cast<size_t>(p * kv_width + h * (nope + dv) + d)]
+                            : k_pe[static_cast<size_t>(p * rope + d - nope)];
+        }
+      }
     }
+    for (int64_t p = 0; p < n_ctx; ++p)
+      std::copy_n(kv.data() + p * kv_width + h * (nope + dv) + nope, dv, v_h + p * dv);
   });
 
-  constexpr int64_t kTile = 16;  // queries per work item
+  // Queries per work item: enough rows for the GEMM to reuse each panel of K^T and V.
+  constexpr int64_t kTile = 128;
   const int64_t n_queries = static_cast<int64_t>(slice.token_indices.size());
   const int64_t n_tiles = (n_queries + kTile - 1) / kTile;
   ctx.exec.pool.ParallelFor(n_head * n_tiles, [&](int64_t item, int) {
@@ -212,15 +221,14 @@ void AttendNaiveFull(const LayerContext& ctx, const MlaWeights& w, const float* 
         ctx.batch[static_cast<size_t>(slice.token_indices[static_cast<size_t>(q0 + nq - 1)])].pos;
     const int64_t visible = last_pos + 1;
     scores.resize(static_cast<size_t>(nq * visible));
-    const WeightMatrix k_h{
-        .dtype = DType::kF32, .rows = n_ctx, .cols = dk, .data = keys.data() + h * n_ctx * dk};
-    ctx.exec.k.matmul_rows(k_h, 0, visible, q_tile.data(), nq, scores.data(), visible);
-    probs.assign(static_cast<size_t>(nq * n_ctx), 0.0f);
+    ctx.exec.k.gemm(nq, visible, dk, q_tile.data(), dk, keys_t.data() + h * dk * n_ctx, n_ctx,
+                    scores.data(), visible);
+    probs.assign(static_cast<size_t>(nq * visible), 0.0f);
     for (int64_t i = 0; i < nq; ++i) {
       const int64_t pos =
           ctx.batch[static_cast<size_t>(slice.token_indices[static_cast<size_t>(q0 + i)])].pos;
       const float* s_row = scores.data() + i * visible;
-      float* p_row = probs.data() + i * n_ctx;
+      float* p_row = probs.data() + i * visible;
       float max_score = -INFINITY;
       for (int64_t j = 0; j <= pos; ++j)
         max_score = std::max(max_score, s_row[j] * ctx.attention_scale);
@@ -233,9 +241,8 @@ void AttendNaiveFull(const LayerContext& ctx, const MlaWeights& w, const float* 
       for (int64_t j = 0; j <= pos; ++j) p_row[j] *= inv;
     }
     out.resize(static_cast<size_t>(nq * dv));
-    const WeightMatrix vt_h{
-        .dtype = DType::kF32, .rows = dv, .cols = n_ctx, .data = values_t.data() + h * dv * n_ctx};
-    ctx.exec.k.matmul_rows(vt_h, 0, dv, probs.data(), nq, out.data(), dv);
+    ctx.exec.k.gemm(nq, dv, visible, probs.data(), visible, values.data() + h * n_ctx * dv, dv,
+                    out.data(), dv);
     for (int64_t i = 0; i < nq; ++i) {
       const int32_t t = slice.token_indices[static_cast<size_t>(q0 + i)];
       std::copy_n(out.data() + i * dv, dv, o + (static_cast<int64_t>(t) * n_head + h) * dv);
