@@ -52,9 +52,10 @@ void WeightMatrix::DecodeRow(int64_t r, float* out) const {
       std::vector<int8_t> q(static_cast<size_t>(Q8PaddedCols(n)));
       std::vector<uint16_t> scales(static_cast<size_t>(Q8PaddedCols(n) / kQ8Block));
       Q8Row(r, q.data(), scales.data());
-      for (int64_t c = 0; c < n; ++c)
+      for (int64_t c = 0; c < n; ++c) {
         out[c] = static_cast<float>(q[static_cast<size_t>(c)]) *
                  F16ToF32(scales[static_cast<size_t>(c / kQ8Block)]);
+      }
       return;
     }
     default:
@@ -91,7 +92,7 @@ constexpr int64_t kRowsPerItem = 64;
 
 // out = x rounded to bf16, in parallel for prefill-sized inputs.
 void RoundToBf16(ThreadPool& pool, const float* x, int64_t n, uint16_t* out) {
-  constexpr int64_t kPerItem = 64 * 1024;
+  constexpr int64_t kPerItem = int64_t{64} * 1024;
   auto round = [&](int64_t item, int) {
     for (int64_t e = item * kPerItem; e < std::min(n, (item + 1) * kPerItem); ++e)
       out[e] = F32ToBF16(x[e]);

@@ -92,7 +92,7 @@ struct PackedQ8Fixture {
   std::vector<uint16_t> packed_scales;
   WeightMatrix m;
 
-  PackedQ8Fixture(int64_t rows_, int64_t cols_, uint64_t seed) : rows(rows_), cols(cols_) {
+  PackedQ8Fixture(int64_t n_rows, int64_t n_cols, uint64_t seed) : rows(n_rows), cols(n_cols) {
     const int64_t stride = Q8PaddedCols(cols);
     const int64_t blocks = stride / kQ8Block;
     q.resize(static_cast<size_t>(rows * stride));

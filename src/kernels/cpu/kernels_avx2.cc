@@ -81,7 +81,10 @@ struct V {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
   }
   // Activation quantisation: the scalar reference.
-  static constexpr auto QuantizeRowQ8 = QuantizeActivationRowQ8;
+  static void QuantizeRowQ8(const float* x, int64_t cols, int8_t* q, float* scales,
+                            int32_t* sums) {
+    QuantizeActivationRowQ8(x, cols, q, scales, sums);
+  }
   static F ToFloat(Q a) { return _mm256_cvtepi32_ps(a); }
   static F LoadF16(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));

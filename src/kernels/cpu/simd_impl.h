@@ -136,7 +136,7 @@ void MatMulRows(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const
 // fused multiply-add: every output is the same sequence of operations as the scalar reference,
 // whatever the tile, row range or batch (bitwise equal to it, and batch invariant).
 constexpr int kParts = kQ8GroupRows / kW;
-constexpr int64_t kPackedQuadBytes = 4 * kQ8GroupRows;                     // 64
+constexpr int64_t kPackedQuadBytes = int64_t{4} * kQ8GroupRows;              // 64
 constexpr int64_t kPackedBlockBytes = kQ8QuadsPerBlock * kPackedQuadBytes;  // 512
 // Products of up to 4 tokens (decode, and the experts of batched decode: memory-bound) prefetch
 // each group's stream 4 KB ahead: in a simulated MoE decode step (12 random 3 MB experts per
@@ -176,7 +176,7 @@ inline void PackedTileQ8(const uint8_t* const* w, const uint16_t* const* w_scale
         if constexpr (kPrefetch)
           _mm_prefetch(reinterpret_cast<const char*>(quad + kPackedPrefetchBytes), _MM_HINT_T0);
         for (int p = 0; p < kParts; ++p) {
-          const typename V::Q wv = V::LoadPacked(quad + p * kW * 4);
+          const typename V::Q wv = V::LoadPacked(quad + static_cast<int64_t>(p) * kW * 4);
           for (int t = 0; t < NT; ++t)
             isum[g * kParts + p][t] = V::DotPacked(isum[g * kParts + p][t], wv, xq[t]);
         }
@@ -184,7 +184,7 @@ inline void PackedTileQ8(const uint8_t* const* w, const uint16_t* const* w_scale
     }
     for (int g = 0; g < MG; ++g) {
       for (int p = 0; p < kParts; ++p) {
-        const F ws = V::LoadF16(w_scales[g] + b * kQ8GroupRows + p * kW);
+        const F ws = V::LoadF16(w_scales[g] + b * kQ8GroupRows + static_cast<int64_t>(p) * kW);
         for (int t = 0; t < NT; ++t) {
           acc[g * kParts + p][t] = V::Fma(V::ToFloat(isum[g * kParts + p][t]),
                                           V::Mul(ws, V::Set1(x_scales[t][b])),
@@ -209,7 +209,7 @@ inline void PackedGroupsQ8(const WeightMatrix& w, int64_t g0, int64_t row_begin,
   F acc[MG * kParts][NT];
   PackedTileQ8<MG, NT, kPrefetch>(values, scales, x, t0, acc);
   for (int v = 0; v < MG * kParts; ++v) {
-    const int64_t row0 = g0 * kQ8GroupRows + v * kW;
+    const int64_t row0 = g0 * kQ8GroupRows + static_cast<int64_t>(v) * kW;
     for (int t = 0; t < NT; ++t) {
       float* out = y + (t0 + t) * ldy;
       if (row0 >= row_begin && row0 + kW <= row_end) {
@@ -235,11 +235,12 @@ void PackedRowsQ8(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
   for (int64_t g0 = row_begin / kQ8GroupRows; g0 < g_end; g0 += kGroupsPerBlock) {
     const int64_t g1 = std::min(g_end, g0 + kGroupsPerBlock);
     ForEachTokenTile<V::kQ8TileTokens>(x.n_tokens, [&](auto nt, int64_t t) {
-      constexpr int NT = decltype(nt)::value;
+      constexpr int kTokens = decltype(nt)::value;
       int64_t g = g0;
       for (; g + kMG <= g1; g += kMG)
-        PackedGroupsQ8<kMG, NT, kPrefetch>(w, g, row_begin, row_end, x, t, y, ldy);
-      for (; g < g1; ++g) PackedGroupsQ8<1, NT, kPrefetch>(w, g, row_begin, row_end, x, t, y, ldy);
+        PackedGroupsQ8<kMG, kTokens, kPrefetch>(w, g, row_begin, row_end, x, t, y, ldy);
+      for (; g < g1; ++g)
+        PackedGroupsQ8<1, kTokens, kPrefetch>(w, g, row_begin, row_end, x, t, y, ldy);
     });
   }
 }
@@ -266,8 +267,8 @@ inline void GemmTile(int64_t k, const float* a, int64_t lda, const float* b, int
     for (int v = 0; v < NV; ++v) {
       const bool tail = kTail && v == NV - 1;
       acc[i][v] = !accumulate ? V::Zero()
-                  : tail      ? V::LoadTail(c + i * ldc + v * kW, last_lanes)
-                              : V::Load(c + i * ldc + v * kW);
+                  : tail      ? V::LoadTail(c + i * ldc + static_cast<int64_t>(v) * kW, last_lanes)
+                              : V::Load(c + i * ldc + static_cast<int64_t>(v) * kW);
     }
   }
   for (int64_t kk = 0; kk < k; ++kk) {
@@ -275,9 +276,9 @@ inline void GemmTile(int64_t k, const float* a, int64_t lda, const float* b, int
     F bv[NV];
     for (int v = 0; v < NV; ++v) {
       if (kTail && v == NV - 1) {
-        bv[v] = V::LoadTail(b_row + v * kW, last_lanes);
+        bv[v] = V::LoadTail(b_row + static_cast<int64_t>(v) * kW, last_lanes);
       } else {
-        bv[v] = V::Load(b_row + v * kW);
+        bv[v] = V::Load(b_row + static_cast<int64_t>(v) * kW);
       }
     }
     for (int i = 0; i < MR; ++i) {
@@ -288,9 +289,9 @@ inline void GemmTile(int64_t k, const float* a, int64_t lda, const float* b, int
   for (int i = 0; i < MR; ++i) {
     for (int v = 0; v < NV; ++v) {
       if (kTail && v == NV - 1) {
-        V::StoreTail(c + i * ldc + v * kW, acc[i][v], last_lanes);
+        V::StoreTail(c + i * ldc + static_cast<int64_t>(v) * kW, acc[i][v], last_lanes);
       } else {
-        V::Store(c + i * ldc + v * kW, acc[i][v]);
+        V::Store(c + i * ldc + static_cast<int64_t>(v) * kW, acc[i][v]);
       }
     }
   }
@@ -327,8 +328,8 @@ inline void GemmColumnTile(int64_t m, int64_t k, const float* a, int64_t lda, co
 void Gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
           int64_t ldb, float* c, int64_t ldc) {
   constexpr int64_t kChunk = 512;
-  constexpr int64_t kPanel = 2 * kW;
-  const bool pack = m >= 4 * V::kGemmRows;
+  constexpr int64_t kPanel = int64_t{2} * kW;
+  const bool pack = m >= int64_t{4} * V::kGemmRows;
   thread_local std::vector<float> panel;
   if (pack) panel.resize(static_cast<size_t>(kChunk * kPanel));
   for (int64_t k0 = 0; k0 < k || k0 == 0; k0 += kChunk) {

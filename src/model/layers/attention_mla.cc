@@ -182,8 +182,8 @@ void AttendNaiveFull(const LayerContext& ctx, const MlaWeights& w, const float* 
   MatMul(ctx.exec, w.kv_b_proj, c_kv.data(), n_ctx, kv.data());
   // K_h^T [n_head][dk, n_ctx] and V_h [n_head][n_ctx, dv], the layouts the GEMM kernel reads
   // (a row of B is a vector); K is transposed in blocks of 64 positions.
-  std::vector<float> keys_t(static_cast<size_t>(n_head * dk * n_ctx));
-  std::vector<float> values(static_cast<size_t>(n_head * n_ctx * dv));
+  std::vector<float> keys_t(static_cast<size_t>(int64_t{n_head} * dk * n_ctx));
+  std::vector<float> values(static_cast<size_t>(int64_t{n_head} * n_ctx * dv));
   ctx.exec.pool.ParallelFor(n_head, [&](int64_t h, int) {
     float* kt_h = keys_t.data() + h * dk * n_ctx;
     float* v_h = values.data() + h * n_ctx * dv;
