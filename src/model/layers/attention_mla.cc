@@ -232,13 +232,17 @@ void AttendNaiveFull(const LayerContext& ctx, const MlaWeights& w, const float* 
       float max_score = -INFINITY;
       for (int64_t j = 0; j <= pos; ++j)
         max_score = std::max(max_score, s_row[j] * ctx.attention_scale);
-      double sum = 0.0;
-      for (int64_t j = 0; j <= pos; ++j) {
-        p_row[j] = std::exp(s_row[j] * ctx.attention_scale - max_score);
-        sum += p_row[j];
+      for (int64_t j = 0; j <= pos; ++j) p_row[j] = s_row[j] * ctx.attention_scale - max_score;
+      ctx.exec.k.exp(p_row, pos + 1);  // vectorised (the scalar std::exp was ~10% of prefill)
+      // Four double partial sums, combined in a fixed order.
+      double partial[4] = {0.0, 0.0, 0.0, 0.0};
+      int64_t j = 0;
+      for (; j + 4 <= pos + 1; j += 4) {
+        for (int u = 0; u < 4; ++u) partial[u] += p_row[j + u];
       }
-      const float inv = static_cast<float>(1.0 / sum);
-      for (int64_t j = 0; j <= pos; ++j) p_row[j] *= inv;
+      for (; j <= pos; ++j) partial[0] += p_row[j];
+      const double sum = (partial[0] + partial[1]) + (partial[2] + partial[3]);
+      ctx.exec.k.scale(static_cast<float>(1.0 / sum), p_row, pos + 1);
     }
     out.resize(static_cast<size_t>(nq * dv));
     ctx.exec.k.gemm(nq, dv, visible, probs.data(), visible, values.data() + h * n_ctx * dv, dv,
