@@ -5,6 +5,8 @@
 // consumed in steps of V::kWidth, the tail with zero-filled masked loads, and each accumulator is
 // reduced with V::Reduce. The per-pair order never depends on the tile shape, so results are
 // identical for any batch size or row split (batching invariance).
+// Packed Q8 tiles (PackedTileQ8) and the GEMM of prefill attention (Gemm) instead keep one lane
+// per output row or column: no horizontal reductions (see their comments).
 // Include only from a translation unit compiled for the matching target.
 
 #include <algorithm>
