@@ -97,12 +97,7 @@ void RoundToBf16(ThreadPool& pool, const float* x, int64_t n, uint16_t* out) {
     for (int64_t e = item * kPerItem; e < std::min(n, (item + 1) * kPerItem); ++e)
       out[e] = F32ToBF16(x[e]);
   };
-  const int64_t items = (n + kPerItem - 1) / kPerItem;
-  if (items > 1) {
-    pool.ParallelFor(items, round);
-  } else {
-    round(0, 0);
-  }
+  pool.ParallelFor((n + kPerItem - 1) / kPerItem, round);  // inline for a single item
 }
 
 }  // namespace

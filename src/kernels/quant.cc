@@ -93,8 +93,8 @@ PackedRowPos PackedPos(int64_t r, int64_t cols) {
   const int64_t n_blocks = Q8PaddedCols(cols) / kQ8Block;
   const int64_t g = r / kQ8GroupRows;
   const int64_t lane = r % kQ8GroupRows;
-  return {.value = g * n_blocks * kQ8GroupRows * kQ8Block + lane * 4,
-          .scale = g * n_blocks * kQ8GroupRows + lane};
+  return {.value = PackedQ8GroupValues(g, n_blocks) + lane * 4,
+          .scale = PackedQ8GroupScales(g, n_blocks) + lane};
 }
 
 }  // namespace

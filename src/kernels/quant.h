@@ -62,6 +62,14 @@ constexpr int kQ8GroupRows = 16;
 constexpr int kQ8QuadsPerBlock = kQ8Block / 4;
 
 inline int64_t Q8Groups(int64_t rows) { return (rows + kQ8GroupRows - 1) / kQ8GroupRows; }
+// Offsets of group g's first value byte and first scale in packed storage with n_blocks blocks
+// of 32 columns per row; within a group, block b starts b * 512 bytes and b * 16 scales later.
+inline int64_t PackedQ8GroupValues(int64_t g, int64_t n_blocks) {
+  return g * n_blocks * kQ8GroupRows * kQ8Block;
+}
+inline int64_t PackedQ8GroupScales(int64_t g, int64_t n_blocks) {
+  return g * n_blocks * kQ8GroupRows;
+}
 // Bytes of the values and number of scales of a packed rows x cols matrix.
 inline int64_t PackedQ8ValueBytes(int64_t rows, int64_t cols) {
   return Q8Groups(rows) * kQ8GroupRows * Q8PaddedCols(cols);

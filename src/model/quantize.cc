@@ -109,7 +109,7 @@ void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,
                 std::string(DTypeName(s->dtype)) + " " + s->ShapeString());
   }
   if (cols == Q8PaddedCols(cols) && reinterpret_cast<uintptr_t>(s->data) % 2 == 0) {
-    // Rows already have the padded stride: a view of the mapped file (packed later).
+    // Rows already have the padded stride: a view of the mapped file (PackQ8Weights packs it).
     m = {.dtype = DType::kI8,
          .rows = rows,
          .cols = cols,
@@ -117,23 +117,19 @@ void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,
          .q8_scales = reinterpret_cast<const uint16_t*>(s->data)};
     return;
   }
+  // Unpadded rows: packed straight from the file, one padded row at a time.
   const int64_t stride = Q8PaddedCols(cols);
-  const int64_t padded_blocks = stride / kQ8Block;
-  auto value_buffer = std::make_unique<uint8_t[]>(static_cast<size_t>(rows * stride));
-  auto scale_buffer =
-      std::make_unique<uint8_t[]>(static_cast<size_t>(rows * padded_blocks) * sizeof(uint16_t));
-  auto* values = reinterpret_cast<int8_t*>(value_buffer.get());
-  auto* scales = reinterpret_cast<uint16_t*>(scale_buffer.get());
+  uint8_t* values = nullptr;
+  uint16_t* scales = nullptr;
+  m = AllocatePackedQ8(rows, cols, weights, &values, &scales);
+  std::vector<int8_t> q(static_cast<size_t>(stride), 0);
+  std::vector<uint16_t> row_scales(static_cast<size_t>(stride / kQ8Block), 0);
   for (int64_t r = 0; r < rows; ++r) {
-    std::memcpy(values + r * stride, t.data + r * cols, static_cast<size_t>(cols));
-    std::memset(values + r * stride + cols, 0, static_cast<size_t>(stride - cols));
-    std::memcpy(scales + r * padded_blocks, s->data + r * file_blocks * 2,
+    std::memcpy(q.data(), t.data + r * cols, static_cast<size_t>(cols));
+    std::memcpy(row_scales.data(), s->data + r * file_blocks * 2,
                 static_cast<size_t>(file_blocks) * 2);
-    for (int64_t b = file_blocks; b < padded_blocks; ++b) scales[r * padded_blocks + b] = 0;
+    PackQ8Row(r, cols, q.data(), row_scales.data(), values, scales);
   }
-  m = {.dtype = DType::kI8, .rows = rows, .cols = cols, .data = values, .q8_scales = scales};
-  weights.owned.push_back(std::move(value_buffer));
-  weights.owned.push_back(std::move(scale_buffer));
 }
 
 void BindPackedQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,

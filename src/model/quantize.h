@@ -31,8 +31,9 @@ void WriteQ8Model(const ModelConfig& config, const ModelWeights& weights,
                   const std::string& src_dir, const std::string& out_dir,
                   Q8Layout layout = Q8Layout::kPacked16);
 
-// Binds an I8 tensor of a Q8 checkpoint (weight + F16 `<name>_q8_scale`) to `m` in the file's
-// row-major layout, padding rows where needed. Throws Error naming the file and tensor.
+// Binds an I8 tensor of a row-major Q8 checkpoint (weight + F16 `<name>_q8_scale`) to `m`: a
+// view of the file when rows have the padded stride (packed later by PackQ8Weights), else a
+// packed copy. Throws Error naming the file and tensor.
 class SafetensorsArchive;
 struct TensorInfo;
 void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,

@@ -205,8 +205,8 @@ inline void PackedGroupsQ8(const WeightMatrix& w, int64_t g0, int64_t row_begin,
   const uint8_t* values[MG];
   const uint16_t* scales[MG];
   for (int g = 0; g < MG; ++g) {
-    values[g] = static_cast<const uint8_t*>(w.data) + (g0 + g) * n_blocks * kPackedBlockBytes;
-    scales[g] = w.q8_scales + (g0 + g) * n_blocks * kQ8GroupRows;
+    values[g] = static_cast<const uint8_t*>(w.data) + PackedQ8GroupValues(g0 + g, n_blocks);
+    scales[g] = w.q8_scales + PackedQ8GroupScales(g0 + g, n_blocks);
   }
   F acc[MG * kParts][NT];
   PackedTileQ8<MG, NT, kPrefetch>(values, scales, x, t0, acc);

@@ -29,29 +29,28 @@ void MatMulRowsScalar(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
   }
 }
 
-// Packed Q8 (quant.h): per block an exact int32 dot product, then
-// acc = fma(float(isum), w_scale * x_scale, acc), the operations the SIMD kernels perform.
+// Packed Q8 (quant.h): each row read back with UnpackQ8Row, then per block an exact int32 dot
+// product and acc = fma(float(isum), w_scale * x_scale, acc), the operations the SIMD kernels
+// perform.
 void MatMulRowsQ8Scalar(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
                         const Q8Activations& x, float* y, int64_t ldy) {
   const int64_t n_blocks = Q8PaddedCols(w.cols) / kQ8Block;
-  const auto* values = static_cast<const uint8_t*>(w.data);
+  thread_local std::vector<int8_t> wq;
+  thread_local std::vector<uint16_t> ws;
+  wq.resize(static_cast<size_t>(n_blocks * kQ8Block));
+  ws.resize(static_cast<size_t>(n_blocks));
   for (int64_t r = row_begin; r < row_end; ++r) {
-    const int64_t g = r / kQ8GroupRows;
-    const int64_t lane = r % kQ8GroupRows;
+    w.Q8Row(r, wq.data(), ws.data());
     for (int64_t t = 0; t < x.n_tokens; ++t) {
       const int8_t* xr = x.Row(t);
       const float* xs = x.Scales(t);
       float acc = 0.0f;
       for (int64_t b = 0; b < n_blocks; ++b) {
-        // [8 quads, 16 rows, 4]: this row's 4 bytes of each quad.
-        const uint8_t* block = values + (g * n_blocks + b) * kQ8GroupRows * kQ8Block + lane * 4;
         int32_t isum = 0;
-        for (int i = 0; i < kQ8Block; ++i) {
-          const int32_t wq = int32_t{block[(i / 4) * kQ8GroupRows * 4 + i % 4]} - 128;
-          isum += wq * xr[b * kQ8Block + i];
-        }
-        const float ws = F16ToF32(w.q8_scales[(g * n_blocks + b) * kQ8GroupRows + lane]);
-        acc = std::fma(static_cast<float>(isum), ws * xs[b], acc);
+        for (int i = 0; i < kQ8Block; ++i)
+          isum += int32_t{wq[static_cast<size_t>(b * kQ8Block + i)]} * xr[b * kQ8Block + i];
+        acc = std::fma(static_cast<float>(isum), F16ToF32(ws[static_cast<size_t>(b)]) * xs[b],
+                       acc);
       }
       y[t * ldy + (r - row_begin)] = acc;
     }
