@@ -111,15 +111,14 @@ void PackQ8Row(int64_t r, int64_t cols, const int8_t* q, const uint16_t* s, uint
   for (int64_t b = 0; b < n_blocks; ++b) {
     uint8_t* block = values + pos.value + b * kQ8GroupRows * kQ8Block;
     for (int i = 0; i < kQ8Block; ++i) {
-      block[(i / 4) * kQ8GroupRows * 4 + i % 4] =
-          static_cast<uint8_t>(q[b * kQ8Block + i] + 128);
+      block[(i / 4) * kQ8GroupRows * 4 + i % 4] = static_cast<uint8_t>(q[b * kQ8Block + i] + 128);
     }
     scales[pos.scale + b * kQ8GroupRows] = s[b];
   }
 }
 
-void UnpackQ8Row(int64_t r, int64_t cols, const uint8_t* values, const uint16_t* scales,
-                 int8_t* q, uint16_t* s) {
+void UnpackQ8Row(int64_t r, int64_t cols, const uint8_t* values, const uint16_t* scales, int8_t* q,
+                 uint16_t* s) {
   const PackedRowPos pos = PackedPos(r, cols);
   const int64_t n_blocks = Q8PaddedCols(cols) / kQ8Block;
   for (int64_t b = 0; b < n_blocks; ++b) {

@@ -18,10 +18,10 @@ constexpr int kQ8Block = 32;
 struct Q8Activations {
   int64_t n_tokens = 0;
   int64_t cols = 0;
-  int64_t padded_cols = 0;       // cols rounded up to a multiple of 64 (vector width), zero-padded
-  std::vector<int8_t> values;    // [n_tokens, padded_cols]
-  std::vector<float> scales;     // [n_tokens, padded_cols / kQ8Block]
-  std::vector<int32_t> sums;     // [n_tokens, padded_cols / kQ8Block]: sum of a block's values
+  int64_t padded_cols = 0;     // cols rounded up to a multiple of 64 (vector width), zero-padded
+  std::vector<int8_t> values;  // [n_tokens, padded_cols]
+  std::vector<float> scales;   // [n_tokens, padded_cols / kQ8Block]
+  std::vector<int32_t> sums;   // [n_tokens, padded_cols / kQ8Block]: sum of a block's values
 
   const int8_t* Row(int64_t t) const { return values.data() + t * padded_cols; }
   const float* Scales(int64_t t) const { return scales.data() + t * (padded_cols / kQ8Block); }
@@ -31,8 +31,7 @@ struct Q8Activations {
 // Quantises one activation row of `cols` values: q [padded cols, zero-padded to a multiple of
 // 64], scales and sums (of each block's int8 values) [padded cols / kQ8Block]. The reference for
 // KernelTable::quantize_row_q8 (SIMD versions give bitwise the same).
-void QuantizeActivationRowQ8(const float* x, int64_t cols, int8_t* q, float* scales,
-                             int32_t* sums);
+void QuantizeActivationRowQ8(const float* x, int64_t cols, int8_t* q, float* scales, int32_t* sums);
 using QuantizeRowFn = void (*)(const float* x, int64_t cols, int8_t* q, float* scales,
                                int32_t* sums);
 
@@ -83,7 +82,7 @@ void InitPackedQ8(int64_t rows, int64_t cols, uint8_t* values, uint16_t* scales)
 void PackQ8Row(int64_t r, int64_t cols, const int8_t* q, const uint16_t* s, uint8_t* values,
                uint16_t* scales);
 // Reads row `r` back from packed storage into q and s.
-void UnpackQ8Row(int64_t r, int64_t cols, const uint8_t* values, const uint16_t* scales,
-                 int8_t* q, uint16_t* s);
+void UnpackQ8Row(int64_t r, int64_t cols, const uint8_t* values, const uint16_t* scales, int8_t* q,
+                 uint16_t* s);
 
 }  // namespace mlarun

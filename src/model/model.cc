@@ -33,7 +33,8 @@ std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoad
   std::unique_ptr<ThreadPool> own_pool;
   ThreadPool* pool = options.pool;
   if (int8 && pool == nullptr) pool = (own_pool = std::make_unique<ThreadPool>(0)).get();
-  if (options.weights == WeightFormat::kInt8) QuantizeWeightsQ8(*pool, model->config_, model->weights_);
+  if (options.weights == WeightFormat::kInt8)
+    QuantizeWeightsQ8(*pool, model->config_, model->weights_);
   model->PrepareDerived();
   if (int8) {
     model->QuantizeDerivedQ8();

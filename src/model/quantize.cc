@@ -22,8 +22,8 @@ namespace {
 // and returns the matrix view.
 WeightMatrix AllocatePackedQ8(int64_t rows, int64_t cols, ModelWeights& weights, uint8_t** values,
                               uint16_t** scales) {
-  auto value_buffer =
-      std::make_unique_for_overwrite<uint8_t[]>(static_cast<size_t>(PackedQ8ValueBytes(rows, cols)));
+  auto value_buffer = std::make_unique_for_overwrite<uint8_t[]>(
+      static_cast<size_t>(PackedQ8ValueBytes(rows, cols)));
   auto scale_buffer = std::make_unique_for_overwrite<uint8_t[]>(
       static_cast<size_t>(PackedQ8ScaleCount(rows, cols)) * sizeof(uint16_t));
   *values = value_buffer.get();
@@ -152,8 +152,8 @@ void BindPackedQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,
   const std::vector<int64_t> scale_shape = {padded_rows, Q8PaddedCols(cols) / kQ8Block};
   if (s->dtype != DType::kF16 || s->shape != scale_shape) {
     throw Error(s->file + ": tensor '" + scale_name + "' must be F16 of shape [" +
-                std::to_string(scale_shape[0]) + ", " + std::to_string(scale_shape[1]) +
-                "], got " + std::string(DTypeName(s->dtype)) + " " + s->ShapeString());
+                std::to_string(scale_shape[0]) + ", " + std::to_string(scale_shape[1]) + "], got " +
+                std::string(DTypeName(s->dtype)) + " " + s->ShapeString());
   }
   if (reinterpret_cast<uintptr_t>(s->data) % 2 != 0)
     throw Error(s->file + ": tensor '" + scale_name + "' is not 2-byte aligned");

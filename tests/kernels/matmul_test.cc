@@ -176,7 +176,8 @@ TEST(PackedQ8Test, EveryIsaMatchesBlockwiseDoublesAndIsBitwiseEqualToScalar) {
     std::vector<float> scalar(reference.size());
     GetKernelTable(Isa::kScalar).matmul_rows_q8(f.m, 0, f.rows, acts, scalar.data(), f.rows);
     for (size_t i = 0; i < scalar.size(); ++i)
-      ASSERT_NEAR(scalar[i], reference[i], 1e-5 * (1 + std::fabs(reference[i]))) << cols << " " << i;
+      ASSERT_NEAR(scalar[i], reference[i], 1e-5 * (1 + std::fabs(reference[i])))
+          << cols << " " << i;
     ThreadPool pool(2);
     for (Isa isa : SupportedIsas()) {
       Exec exec{pool, GetKernelTable(isa)};

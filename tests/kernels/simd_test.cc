@@ -98,7 +98,8 @@ TEST_P(SimdTest, GemmIsBitwiseScalarAndMatchesDoubles) {
             }
             double want = 0;
             for (int64_t kk = 0; kk < k; ++kk)
-              want += double{a[static_cast<size_t>(i * lda + kk)]} * b[static_cast<size_t>(kk * ldb + j)];
+              want += double{a[static_cast<size_t>(i * lda + kk)]} *
+                      b[static_cast<size_t>(kk * ldb + j)];
             ASSERT_NEAR(got, want, 1e-5 * static_cast<double>(k));
           }
         }

@@ -166,13 +166,15 @@ TEST(LoaderErrorsTest, Q8LayoutMustBeKnownAndMatchTheTensors) {
   std::string config = ReadFileToString(dir + "/config.json");
   const size_t at = config.find("\"packed16\"");
   ASSERT_NE(at, std::string::npos);
-  WriteStringToFile(dir + "/config.json", config.substr(0, at) + "\"tiled\"" +
-                                              config.substr(at + std::string("\"packed16\"").size()));
+  WriteStringToFile(
+      dir + "/config.json",
+      config.substr(0, at) + "\"tiled\"" + config.substr(at + std::string("\"packed16\"").size()));
   EXPECT_EQ(LoadError(dir), dir +
                                 "/config.json: field 'quantization_config.layout' 'tiled' is not "
                                 "supported (row_major, packed16)");
-  WriteStringToFile(dir + "/config.json", config.substr(0, at) + "\"row_major\"" +
-                                              config.substr(at + std::string("\"packed16\"").size()));
+  WriteStringToFile(dir + "/config.json",
+                    config.substr(0, at) + "\"row_major\"" +
+                        config.substr(at + std::string("\"packed16\"").size()));
   EXPECT_NE(LoadError(dir).find("is U8 but config.json's quantization_config has no layout"),
             std::string::npos);
 }

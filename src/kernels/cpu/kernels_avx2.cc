@@ -81,8 +81,7 @@ struct V {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
   }
   // Activation quantisation: the scalar reference.
-  static void QuantizeRowQ8(const float* x, int64_t cols, int8_t* q, float* scales,
-                            int32_t* sums) {
+  static void QuantizeRowQ8(const float* x, int64_t cols, int8_t* q, float* scales, int32_t* sums) {
     QuantizeActivationRowQ8(x, cols, q, scales, sums);
   }
   static F ToFloat(Q a) { return _mm256_cvtepi32_ps(a); }

@@ -69,8 +69,7 @@ struct V {
   // Activation quantisation (quant.h), per block of 32: the same operations as the scalar
   // reference lane-wise (max |x|, scale = max / 127, x * (1 / scale) clamped to [-127, 127],
   // rounded to nearest even by vcvtps2dq), so bitwise the same values, scales and sums.
-  static void QuantizeRowQ8(const float* x, int64_t cols, int8_t* q, float* scales,
-                            int32_t* sums) {
+  static void QuantizeRowQ8(const float* x, int64_t cols, int8_t* q, float* scales, int32_t* sums) {
     const int64_t n_blocks = Q8PaddedCols(cols) / kQ8Block;
     const __m512 lo = _mm512_set1_ps(-127.0f);
     const __m512 hi = _mm512_set1_ps(127.0f);
@@ -86,8 +85,10 @@ struct V {
       const float scale = max_abs / 127.0f;
       scales[b] = scale;
       const __m512 inv = _mm512_set1_ps(scale > 0.0f ? 1.0f / scale : 0.0f);
-      const __m512i i0 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x0, inv), lo), hi));
-      const __m512i i1 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x1, inv), lo), hi));
+      const __m512i i0 =
+          _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x0, inv), lo), hi));
+      const __m512i i1 =
+          _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x1, inv), lo), hi));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q + begin), _mm512_cvtsepi32_epi8(i0));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q + begin + 16), _mm512_cvtsepi32_epi8(i1));
       sums[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));

@@ -138,7 +138,7 @@ void MatMulRows(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const
 // fused multiply-add: every output is the same sequence of operations as the scalar reference,
 // whatever the tile, row range or batch (bitwise equal to it, and batch invariant).
 constexpr int kParts = kQ8GroupRows / kW;
-constexpr int64_t kPackedQuadBytes = int64_t{4} * kQ8GroupRows;              // 64
+constexpr int64_t kPackedQuadBytes = int64_t{4} * kQ8GroupRows;             // 64
 constexpr int64_t kPackedBlockBytes = kQ8QuadsPerBlock * kPackedQuadBytes;  // 512
 // Products of up to 4 tokens (decode, and the experts of batched decode: memory-bound) prefetch
 // each group's stream 4 KB ahead: in a simulated MoE decode step (12 random 3 MB experts per
@@ -188,9 +188,9 @@ inline void PackedTileQ8(const uint8_t* const* w, const uint16_t* const* w_scale
       for (int p = 0; p < kParts; ++p) {
         const F ws = V::LoadF16(w_scales[g] + b * kQ8GroupRows + static_cast<int64_t>(p) * kW);
         for (int t = 0; t < NT; ++t) {
-          acc[g * kParts + p][t] = V::Fma(V::ToFloat(isum[g * kParts + p][t]),
-                                          V::Mul(ws, V::Set1(x_scales[t][b])),
-                                          acc[g * kParts + p][t]);
+          acc[g * kParts + p][t] =
+              V::Fma(V::ToFloat(isum[g * kParts + p][t]), V::Mul(ws, V::Set1(x_scales[t][b])),
+                     acc[g * kParts + p][t]);
         }
       }
     }
@@ -228,8 +228,8 @@ inline void PackedGroupsQ8(const WeightMatrix& w, int64_t g0, int64_t row_begin,
 }
 
 template <bool kPrefetch>
-void PackedRowsQ8(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
-                  const Q8Activations& x, float* y, int64_t ldy) {
+void PackedRowsQ8(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const Q8Activations& x,
+                  float* y, int64_t ldy) {
   const int64_t g_end = (row_end + kQ8GroupRows - 1) / kQ8GroupRows;
   // Blocks of 4 groups (64 rows, 128 KB at 2,048 columns) stay in L2 while the token tiles pass.
   constexpr int64_t kGroupsPerBlock = 4;
@@ -262,8 +262,8 @@ void MatMulRowsQ8(const WeightMatrix& w, int64_t row_begin, int64_t row_end, con
 // as in the scalar reference (bitwise equal). No horizontal reductions, unlike the row-dot
 // MatMul kernels, which suit weight matrices stored [out, in] instead.
 template <int MR, int NV, bool kTail>
-inline void GemmTile(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-                     float* c, int64_t ldc, bool accumulate, int last_lanes) {
+inline void GemmTile(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                     int64_t ldc, bool accumulate, int last_lanes) {
   F acc[MR][NV];
   for (int i = 0; i < MR; ++i) {
     for (int v = 0; v < NV; ++v) {
@@ -306,13 +306,11 @@ inline void GemmColumnTile(int64_t m, int64_t k, const float* a, int64_t lda, co
   constexpr int kMR = V::kGemmRows;
   int64_t i = 0;
   for (; i + kMR <= m; i += kMR) {
-    GemmTile<kMR, NV, kTail>(k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, accumulate,
-                             last_lanes);
+    GemmTile<kMR, NV, kTail>(k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, accumulate, last_lanes);
   }
   if constexpr (kMR > 4) {
     for (; i + 4 <= m; i += 4) {
-      GemmTile<4, NV, kTail>(k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, accumulate,
-                             last_lanes);
+      GemmTile<4, NV, kTail>(k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, accumulate, last_lanes);
     }
   }
   for (; i + 2 <= m; i += 2)
@@ -327,8 +325,8 @@ inline void GemmColumnTile(int64_t m, int64_t k, const float* a, int64_t lda, co
 // multiple of 1 KB apart (4,608 cached positions: 18 KB) map to a handful of L1 sets, and the
 // panel, reused by every row tile, was evicted between k steps (measured: 108 -> 128 GFLOP/s
 // for 128 queries x 4,608 positions). With few row tiles the copy does not pay off.
-void Gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-          int64_t ldb, float* c, int64_t ldc) {
+void Gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+          float* c, int64_t ldc) {
   constexpr int64_t kChunk = 512;
   constexpr int64_t kPanel = int64_t{2} * kW;
   const bool pack = m >= int64_t{4} * V::kGemmRows;
@@ -349,14 +347,12 @@ void Gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const fl
         tile_ldb = kPanel;
       }
       if (width == kPanel) {
-        GemmColumnTile<2, false>(m, kc, a_chunk, lda, tile_b, tile_ldb, c + j, ldc, accumulate,
-                                 kW);
+        GemmColumnTile<2, false>(m, kc, a_chunk, lda, tile_b, tile_ldb, c + j, ldc, accumulate, kW);
       } else if (width > kW) {
         GemmColumnTile<2, true>(m, kc, a_chunk, lda, tile_b, tile_ldb, c + j, ldc, accumulate,
                                 static_cast<int>(width - kW));
       } else if (width == kW) {
-        GemmColumnTile<1, false>(m, kc, a_chunk, lda, tile_b, tile_ldb, c + j, ldc, accumulate,
-                                 kW);
+        GemmColumnTile<1, false>(m, kc, a_chunk, lda, tile_b, tile_ldb, c + j, ldc, accumulate, kW);
       } else {
         GemmColumnTile<1, true>(m, kc, a_chunk, lda, tile_b, tile_ldb, c + j, ldc, accumulate,
                                 static_cast<int>(width));

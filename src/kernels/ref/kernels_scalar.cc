@@ -49,8 +49,7 @@ void MatMulRowsQ8Scalar(const WeightMatrix& w, int64_t row_begin, int64_t row_en
         int32_t isum = 0;
         for (int i = 0; i < kQ8Block; ++i)
           isum += int32_t{wq[static_cast<size_t>(b * kQ8Block + i)]} * xr[b * kQ8Block + i];
-        acc = std::fma(static_cast<float>(isum), F16ToF32(ws[static_cast<size_t>(b)]) * xs[b],
-                       acc);
+        acc = std::fma(static_cast<float>(isum), F16ToF32(ws[static_cast<size_t>(b)]) * xs[b], acc);
       }
       y[t * ldy + (r - row_begin)] = acc;
     }
