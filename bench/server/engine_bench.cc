@@ -29,7 +29,8 @@ void BM_BatchedDecode(benchmark::State& state, const BenchSetup* setup, const Mo
                       ThreadPool* pool) {
   const int n_seqs = static_cast<int>(state.range(0));
   // The kernels `mlarun serve` uses by default (`--isa fast`: bf16 activations for bf16 weights).
-  Exec exec{*pool, GetKernelTable(FastestIsa())};
+  ScratchArena scratch;  // forward-pass temporaries, reused across calls
+  Exec exec{*pool, GetKernelTable(FastestIsa()), &scratch};
   KvCache cache(model->MakeKvLayout(DType::kBF16), {.block_size = 64, .budget_bytes = 1ull << 30});
   Engine engine(*model, exec, cache, {.prefix_caching = false});
   Rng rng(1);

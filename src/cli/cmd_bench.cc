@@ -48,7 +48,8 @@ int RunBench(const BenchArgs& args) {
     throw Error("-p, -n and --repeats must be positive");
   }
   ThreadPool pool(args.model.threads);
-  Exec exec{pool, SelectKernels(args.model)};
+  ScratchArena scratch;  // forward-pass temporaries, reused across calls
+  Exec exec{pool, SelectKernels(args.model), &scratch};
   const std::vector<int32_t> depths = ParseIdList(args.depths, "--depth");
   const DType kv_dtype = ParseKvDtype(args.kv_dtype);
   // The probe runs before and after the model load and the better figure counts: right after

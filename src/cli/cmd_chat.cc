@@ -153,7 +153,8 @@ class ChatSession {
 
 int RunChat(const ChatArgs& args) {
   ThreadPool pool(args.model.threads);
-  Exec exec{pool, SelectKernels(args.model)};
+  ScratchArena scratch;  // forward-pass temporaries, reused across calls
+  Exec exec{pool, SelectKernels(args.model), &scratch};
   ChatSession session(args, exec);
   const bool interactive = isatty(STDIN_FILENO) == 1;
   if (interactive)

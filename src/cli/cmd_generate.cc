@@ -35,7 +35,8 @@ int RunGenerate(const GenerateArgs& args) {
       !args.prompt.empty() + !args.prompt_file.empty() + !args.prompt_ids.empty();
   if (n_prompt_sources != 1) throw Error("give exactly one of --prompt, --file and --prompt-ids");
   ThreadPool pool(args.model.threads);
-  Exec exec{pool, SelectKernels(args.model)};
+  ScratchArena scratch;  // forward-pass temporaries, reused across calls
+  Exec exec{pool, SelectKernels(args.model), &scratch};
   const std::string model_dir = ResolveModelDir(args.model.model_dir);
   const std::unique_ptr<Model> model = LoadModel(args.model, pool);
   const bool text_mode = args.prompt_ids.empty();

@@ -23,7 +23,8 @@ struct LogitsArgs {
 
 int RunLogits(const LogitsArgs& args) {
   ThreadPool pool(args.model.threads);
-  Exec exec{pool, SelectKernels(args.model, "auto")};  // exact f32 for comparisons
+  ScratchArena scratch;  // forward-pass temporaries, reused across calls
+  Exec exec{pool, SelectKernels(args.model, "auto"), &scratch};  // exact f32 for comparisons
   const std::unique_ptr<Model> model = LoadModel(args.model, pool);
   const std::unique_ptr<KvCache> cache = MakeKvCache(*model, args.kv);
   const std::vector<int32_t> ids = ParseIdList(args.ids, "--ids");

@@ -57,7 +57,8 @@ int RunServe(const ServeArgs& args) {
   signal(SIGPIPE, SIG_IGN);  // a vanished client must not kill the server
 
   ThreadPool pool(args.model.threads);
-  Exec exec{pool, SelectKernels(args.model)};
+  ScratchArena scratch;  // forward-pass temporaries, reused across calls
+  Exec exec{pool, SelectKernels(args.model), &scratch};
   const std::string model_dir = ResolveModelDir(args.model.model_dir);
   const std::unique_ptr<Model> model = Model::Load(model_dir);
   const std::unique_ptr<KvCache> cache = MakeKvCache(*model, args.kv);

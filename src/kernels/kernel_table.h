@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "core/scratch_arena.h"
 #include "core/thread_pool.h"
 #include "kernels/isa.h"
 
@@ -68,6 +69,9 @@ const KernelTable& GetKernelTable(Isa isa);
 struct Exec {
   ThreadPool& pool;
   const KernelTable& k;
+  // Reused temporaries of the forward pass (owned by the caller, who keeps it across calls);
+  // null: each forward pass uses a fresh one.
+  ScratchArena* scratch = nullptr;
 };
 
 namespace detail {

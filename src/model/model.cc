@@ -151,6 +151,9 @@ void Model::Forward(Exec& exec, KvCache& cache, std::span<const BatchToken> batc
   const int64_t n = static_cast<int64_t>(batch.size());
   const int64_t hidden = c.hidden_size;
   if (n == 0) return;
+  ScratchArena own_scratch;
+  ScratchArena& scratch = exec.scratch != nullptr ? *exec.scratch : own_scratch;
+  const ScratchArena::Frame frame(scratch);
 
   // Group tokens by sequence and check positions continue each sequence's cache.
   std::map<int32_t, size_t> slice_of;
@@ -207,6 +210,7 @@ void Model::Forward(Exec& exec, KvCache& cache, std::span<const BatchToken> batc
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
     const LayerWeights& lw = weights_.layers[static_cast<size_t>(layer)];
     const LayerContext ctx{.exec = exec,
+                           .scratch = scratch,
                            .cache = cache,
                            .config = c,
                            .layer = layer,

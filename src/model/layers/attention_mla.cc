@@ -165,25 +165,32 @@ void AttendNaiveFull(const LayerContext& ctx, const MlaWeights& w, const float* 
   const KvRows cache_rows = ctx.cache.LayerRows(ctx.layer);
   const std::span<const int32_t> blocks = ctx.cache.SequenceBlocks(slice.seq);
 
-  // Cached rows in position order: c_kv [n_ctx, latent] and k_pe [n_ctx, rope].
-  std::vector<float> row(static_cast<size_t>(width));
-  std::vector<float> c_kv(static_cast<size_t>(n_ctx * latent));
-  std::vector<float> k_pe(static_cast<size_t>(n_ctx * rope));
-  for (int64_t p = 0; p < n_ctx; ++p) {
-    DecodeKvRow(cache_rows.format,
-                cache_rows.Row(blocks[static_cast<size_t>(p / block_size)],
-                               static_cast<int32_t>(p % block_size)),
-                row.data());
-    std::copy_n(row.data(), latent, c_kv.data() + p * latent);
-    std::copy_n(row.data() + latent, rope, k_pe.data() + p * rope);
-  }
+  // Cached rows in position order: c_kv [n_ctx, latent] and k_pe [n_ctx, rope]. The large
+  // temporaries live in the scratch arena (no fresh pages, no zero-fill per layer).
+  const ScratchArena::Frame frame(ctx.scratch);
+  const std::span<float> c_kv = ctx.scratch.Alloc<float>(static_cast<size_t>(n_ctx * latent));
+  const std::span<float> k_pe = ctx.scratch.Alloc<float>(static_cast<size_t>(n_ctx * rope));
+  ctx.exec.pool.ParallelForRange(n_ctx, 64, [&](int64_t p0, int64_t p1, int) {
+    thread_local std::vector<float> row;
+    row.resize(static_cast<size_t>(width));
+    for (int64_t p = p0; p < p1; ++p) {
+      DecodeKvRow(cache_rows.format,
+                  cache_rows.Row(blocks[static_cast<size_t>(p / block_size)],
+                                 static_cast<int32_t>(p % block_size)),
+                  row.data());
+      std::copy_n(row.data(), latent, c_kv.data() + p * latent);
+      std::copy_n(row.data() + latent, rope, k_pe.data() + p * rope);
+    }
+  });
   const int kv_width = n_head * (nope + dv);
-  std::vector<float> kv(static_cast<size_t>(n_ctx * kv_width));
+  const std::span<float> kv = ctx.scratch.Alloc<float>(static_cast<size_t>(n_ctx * kv_width));
   MatMul(ctx.exec, w.kv_b_proj, c_kv.data(), n_ctx, kv.data());
   // K_h^T [n_head][dk, n_ctx] and V_h [n_head][n_ctx, dv], the layouts the GEMM kernel reads
   // (a row of B is a vector); K is transposed in blocks of 64 positions.
-  std::vector<float> keys_t(static_cast<size_t>(int64_t{n_head} * dk * n_ctx));
-  std::vector<float> values(static_cast<size_t>(int64_t{n_head} * n_ctx * dv));
+  const std::span<float> keys_t =
+      ctx.scratch.Alloc<float>(static_cast<size_t>(int64_t{n_head} * dk * n_ctx));
+  const std::span<float> values =
+      ctx.scratch.Alloc<float>(static_cast<size_t>(int64_t{n_head} * n_ctx * dv));
   ctx.exec.pool.ParallelFor(n_head, [&](int64_t h, int) {
     float* kt_h = keys_t.data() + h * dk * n_ctx;
     float* v_h = values.data() + h * n_ctx * dv;
@@ -223,7 +230,7 @@ void AttendNaiveFull(const LayerContext& ctx, const MlaWeights& w, const float* 
     scores.resize(static_cast<size_t>(nq * visible));
     ctx.exec.k.gemm(nq, visible, dk, q_tile.data(), dk, keys_t.data() + h * dk * n_ctx, n_ctx,
                     scores.data(), visible);
-    probs.assign(static_cast<size_t>(nq * visible), 0.0f);
+    probs.resize(static_cast<size_t>(nq * visible));
     for (int64_t i = 0; i < nq; ++i) {
       const int64_t pos =
           ctx.batch[static_cast<size_t>(slice.token_indices[static_cast<size_t>(q0 + i)])].pos;
@@ -243,6 +250,7 @@ void AttendNaiveFull(const LayerContext& ctx, const MlaWeights& w, const float* 
       for (; j <= pos; ++j) partial[0] += p_row[j];
       const double sum = (partial[0] + partial[1]) + (partial[2] + partial[3]);
       ctx.exec.k.scale(static_cast<float>(1.0 / sum), p_row, pos + 1);
+      std::fill(p_row + pos + 1, p_row + visible, 0.0f);  // causal mask (P V runs to `visible`)
     }
     out.resize(static_cast<size_t>(nq * dv));
     ctx.exec.k.gemm(nq, dv, visible, probs.data(), visible, values.data() + h * n_ctx * dv, dv,

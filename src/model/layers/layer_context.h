@@ -1,5 +1,5 @@
 // What every per-layer function of the forward pass receives: the batch, its positions' RoPE
-// values, the spans each token sees, the cache and the thread pool.
+// values, the spans each token sees, the cache, the thread pool and the scratch arena.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +28,7 @@ struct SequenceSlice {
 
 struct LayerContext {
   Exec& exec;
+  ScratchArena& scratch;  // temporaries: open a ScratchArena::Frame, then Alloc
   KvCache& cache;
   const ModelConfig& config;
   int layer = 0;
