@@ -3,6 +3,7 @@
 //   build/bin/kernels_bench --benchmark_filter=MatMul
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "core/rng.h"
@@ -92,9 +93,11 @@ void BM_MatMul(benchmark::State& state, Isa isa, DType dtype) {
 
 void Shapes(benchmark::internal::Benchmark* b) {
   // Decode: 1 token through 262,144 x 2048 weights (1 GiB in bf16, 0.5 GiB in Q8: several times
-  // any L3, so the figure is DRAM bandwidth); prefill: 2048 x 2048, 512 tokens.
+  // any L3, so the figure is DRAM bandwidth); batched decode of 16 sequences: 16 tokens through
+  // 32,768 x 2048 (an lm_head-sized stream); prefill: 2048 x 2048, 512 tokens.
   for (int threads : {1, 2}) {
     b->Args({262144, 1, threads});
+    b->Args({32768, 16, threads});
     b->Args({2048, 512, threads});
   }
   b->ArgNames({"rows", "tokens", "threads"})->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -111,6 +114,69 @@ BENCHMARK_CAPTURE(BM_MatMul, avx512_q8, Isa::kAvx512, DType::kI8)->Apply(Shapes)
 
 // The GEMM of prefill attention (one thread): S = Q_h K_h^T for a tile of m (32, 128) queries
 // against 4,608 cached positions (dk 192), and O = P V_h (k 4,608, dv 128).
+// The routed experts' gate and up projections of one MoE decode step of 16 sequences: 64 experts
+// of 1,408 x 2,048 (DeepSeek-V2-Lite), each token routed to 6 distinct ones at random, so ~51
+// experts run with 1-4 tokens each, as one MatMulBatch. Reports GB/s of the weights read.
+void BM_ExpertBatch(benchmark::State& state, Isa isa) {
+  if (!IsaSupported(isa)) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  constexpr int kExperts = 64;
+  constexpr int64_t kInter = 1408;
+  constexpr int kTopK = 6;
+  const int64_t n_tokens = state.range(0);
+  const WeightMatrix w = GetMatrix(DType::kI8, kExperts * 2 * kInter);
+  ThreadPool pool(static_cast<int>(state.range(1)));
+  Exec exec{pool, GetKernelTable(isa)};
+  Rng rng(5);
+  std::vector<std::vector<int64_t>> tokens_of(kExperts);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    std::vector<int> picked;
+    while (static_cast<int>(picked.size()) < kTopK) {
+      const int e = static_cast<int>(rng.NextU64() % kExperts);
+      if (std::find(picked.begin(), picked.end(), e) == picked.end()) picked.push_back(e);
+    }
+    for (int e : picked) tokens_of[static_cast<size_t>(e)].push_back(t);
+  }
+  std::vector<float> x(static_cast<size_t>(n_tokens * kTopK * kCols), 0.25f);
+  std::vector<float> y(static_cast<size_t>(n_tokens * kTopK * 2 * kInter));
+  std::vector<MatMulJob> jobs;
+  int64_t row = 0;
+  double bytes = 0.0;
+  for (int e = 0; e < kExperts; ++e) {
+    const int64_t n = static_cast<int64_t>(tokens_of[static_cast<size_t>(e)].size());
+    if (n == 0) continue;
+    const int64_t base = e * 2 * kInter;
+    jobs.push_back(
+        {&w, base, base + kInter, x.data() + row * kCols, n, y.data() + row * 2 * kInter});
+    jobs.push_back({&w, base + kInter, base + 2 * kInter, x.data() + row * kCols, n,
+                    y.data() + row * 2 * kInter + n * kInter});
+    row += n;
+    bytes += 2.0 * kInter * kCols;
+  }
+  for (auto _ : state) {
+    MatMulBatch(exec, jobs);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["experts"] = static_cast<double>(jobs.size() / 2);
+  state.counters["weight_GB/s"] = benchmark::Counter(
+      bytes * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+
+BENCHMARK_CAPTURE(BM_ExpertBatch, avx512_q8, Isa::kAvx512)
+    ->Args({1, 2})
+    ->Args({4, 2})
+    ->Args({16, 2})
+    ->ArgNames({"tokens", "threads"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ExpertBatch, avx2_q8, Isa::kAvx2)
+    ->Args({16, 2})
+    ->ArgNames({"tokens", "threads"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
 void BM_AttentionGemm(benchmark::State& state, Isa isa) {
   if (!IsaSupported(isa)) {
     state.SkipWithError("ISA not supported on this CPU");

@@ -1,7 +1,9 @@
 // Aggregate decode throughput of the serving engine with 1, 4 and 16 concurrent sequences: every
 // engine step decodes all running sequences in one batched pass, so the weights are read once per
 // step for the whole batch. Usage:
-//   build/bin/engine_bench --model=DIR [--threads=N] [--decode-tokens=N] [--benchmark_...]
+//   build/bin/engine_bench --model=DIR [--threads=N] [--decode-tokens=N] [--weights=int8]
+//   [--load=mmap]
+//                          [--benchmark_...]
 // (DIR e.g. from `mlarun make-model --preset bench-v2-lite --dtype bf16`). Reports decode_tok_s
 // (all sequences together, decode passes only), ms per step and the wall time per request.
 #include <benchmark/benchmark.h>
@@ -23,6 +25,8 @@ struct BenchSetup {
   int threads = 0;
   int decode_tokens = 32;
   int prompt_tokens = 32;
+  WeightFormat weights = WeightFormat::kAsLoaded;
+  FileLoad load = FileLoad::kCopy;  // as `mlarun serve` loads by default
 };
 
 void BM_BatchedDecode(benchmark::State& state, const BenchSetup* setup, const Model* model,
@@ -69,12 +73,17 @@ int main(int argc, char** argv) {
     if (arg.rfind("--model=", 0) == 0) setup.model_dir = arg.substr(8);
     if (arg.rfind("--threads=", 0) == 0) setup.threads = std::stoi(arg.substr(10));
     if (arg.rfind("--decode-tokens=", 0) == 0) setup.decode_tokens = std::stoi(arg.substr(16));
+    if (arg == "--weights=int8") setup.weights = mlarun::WeightFormat::kInt8;
+    if (arg == "--load=mmap") setup.load = mlarun::FileLoad::kMmap;
   }
   if (setup.model_dir.empty()) {
-    std::fprintf(stderr, "usage: engine_bench --model=DIR [--threads=N] [--decode-tokens=N]\n");
+    std::fprintf(stderr,
+                 "usage: engine_bench --model=DIR [--threads=N] [--decode-tokens=N] "
+                 "[--weights=int8] [--load=mmap]\n");
     return 1;
   }
-  const std::unique_ptr<mlarun::Model> model = mlarun::Model::Load(setup.model_dir);
+  const std::unique_ptr<mlarun::Model> model =
+      mlarun::Model::Load(setup.model_dir, {.weights = setup.weights, .file_load = setup.load});
   mlarun::ThreadPool pool(setup.threads);
   benchmark::RegisterBenchmark("BatchedDecode", mlarun::BM_BatchedDecode, &setup, model.get(),
                                &pool)

@@ -31,7 +31,8 @@ int RunPerplexity(const PerplexityArgs& args) {
   if (args.context < 2) throw Error("--context must be at least 2");
   ThreadPool pool(args.model.threads);
   ScratchArena scratch;  // forward-pass temporaries, reused across calls
-  Exec exec{pool, SelectKernels(args.model, "auto"), &scratch};  // exact f32, as the reference evaluation
+  Exec exec{pool, SelectKernels(args.model, "auto"),
+            &scratch};  // exact f32, as the reference evaluation
   const std::string model_dir = ResolveModelDir(args.model.model_dir);
   const std::unique_ptr<Model> model = LoadModel(args.model, pool);
   const Tokenizer tokenizer = LoadTokenizer(model_dir);

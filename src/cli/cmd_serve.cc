@@ -150,6 +150,7 @@ int RunServe(const ServeArgs& args) {
 void RegisterServe(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve an OpenAI-compatible HTTP API");
+  args->model.load = "copy";  // long-running: a read of the weights at start buys faster decode
   AddModelOptions(*cmd, args->model);
   AddKvOptions(*cmd, args->kv, "bf16");
   cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();

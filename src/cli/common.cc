@@ -22,6 +22,10 @@ void AddModelOptions(CLI::App& app, ModelArgs& args) {
   app.add_option("--weights", args.weights,
                  "Weight format: as-loaded or int8 (Q8 blocks, quantised at load)")
       ->capture_default_str();
+  app.add_option("--load", args.load,
+                 "How weight files are loaded: mmap (in place, instant) or copy (read into "
+                 "huge-page memory: slower start, faster decode)")
+      ->capture_default_str();
   app.add_option(
       "--isa", args.isa,
       "Kernels: auto (best exact f32), fast (bf16 activations for bf16 weights), scalar, "
@@ -63,6 +67,11 @@ std::unique_ptr<Model> LoadModel(const ModelArgs& args, ThreadPool& pool) {
     options.weights = WeightFormat::kInt8;
   } else if (args.weights != "as-loaded") {
     throw Error("--weights: '" + args.weights + "' is not one of as-loaded, int8");
+  }
+  if (args.load == "copy") {
+    options.file_load = FileLoad::kCopy;
+  } else if (args.load != "mmap") {
+    throw Error("--load: '" + args.load + "' is not one of mmap, copy");
   }
   std::optional<ProgressBar> bar;
   options.on_progress = [&](int64_t done, int64_t total) {

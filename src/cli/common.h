@@ -22,6 +22,7 @@ struct ModelArgs {
   int threads = 0;                    // 0: all cores
   std::string isa;                    // empty: $MLARUN_ISA, else the best the CPU supports
   std::string weights = "as-loaded";  // or int8 (quantised at load)
+  std::string load = "mmap";          // or copy (weights read into huge-page memory)
 };
 
 struct KvArgs {
@@ -31,7 +32,7 @@ struct KvArgs {
   int kv_block_size = 64;
 };
 
-// Adds --model, -t/--threads, --isa and --weights.
+// Adds --model, -t/--threads, --isa, --weights and --load (default: args.load as set).
 void AddModelOptions(CLI::App& app, ModelArgs& args);
 // Adds --temperature, --top-k, --top-p, --min-p, --repeat-penalty, --presence-penalty,
 // --frequency-penalty and --seed.

@@ -9,7 +9,9 @@ namespace {
 constexpr size_t kAlign = 64;
 constexpr size_t kMinChunkBytes = size_t{4} << 20;
 template <typename T>
-T RoundUp(T n) { return (n + kAlign - 1) / kAlign * kAlign; }
+T RoundUp(T n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
 }  // namespace
 
 ScratchArena::Chunk::Chunk(size_t bytes)

@@ -27,7 +27,8 @@ constexpr int64_t kNaiveMinTokens = 32;
 std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoadOptions& options) {
   std::unique_ptr<Model> model(new Model());
   model->config_ = LoadModelConfig(model_dir);
-  model->archive_ = std::make_unique<SafetensorsArchive>(SafetensorsArchive::Open(model_dir));
+  model->archive_ =
+      std::make_unique<SafetensorsArchive>(SafetensorsArchive::Open(model_dir, options.file_load));
   LoadWeights(model->config_, *model->archive_, model_dir, model->weights_, options.on_progress);
   const bool int8 = options.weights == WeightFormat::kInt8 || model->config_.q8_weights;
   std::unique_ptr<ThreadPool> own_pool;

@@ -48,6 +48,9 @@ enum class WeightFormat {
 
 struct ModelLoadOptions {
   WeightFormat weights = WeightFormat::kAsLoaded;
+  // kMmap: weights used in place from the page cache (instant load); kCopy: read once into
+  // anonymous huge-page memory (a read of the files at load; faster decode, docs/performance.md).
+  FileLoad file_load = FileLoad::kMmap;
   ThreadPool* pool = nullptr;  // for load-time quantisation; a temporary pool if null
   std::function<void(int64_t, int64_t)> on_progress;  // (tensors bound, total)
 };

@@ -31,11 +31,11 @@ std::string TensorInfo::ShapeString() const {
 
 SafetensorsArchive SafetensorsArchive::OpenFile(const std::string& path) {
   SafetensorsArchive archive;
-  archive.AddFile(path);
+  archive.AddFile(path, FileLoad::kMmap);
   return archive;
 }
 
-SafetensorsArchive SafetensorsArchive::Open(const std::string& model_dir) {
+SafetensorsArchive SafetensorsArchive::Open(const std::string& model_dir, FileLoad load) {
   namespace fs = std::filesystem;
   SafetensorsArchive archive;
   const std::string single = model_dir + "/model.safetensors";
@@ -59,7 +59,7 @@ SafetensorsArchive SafetensorsArchive::Open(const std::string& model_dir) {
       if (file.find('/') != std::string::npos)
         throw Error(index + ": shard name '" + file + "' has a '/'");
       const std::string shard = model_dir + "/" + file;
-      archive.AddFile(shard);
+      archive.AddFile(shard, load);
       for (const std::string& name : names) {
         const TensorInfo* t = archive.Find(name);
         if (t == nullptr || t->file != shard) {
@@ -68,15 +68,15 @@ SafetensorsArchive SafetensorsArchive::Open(const std::string& model_dir) {
       }
     }
   } else if (fs::exists(single)) {
-    archive.AddFile(single);
+    archive.AddFile(single, load);
   } else {
     throw Error(model_dir + ": no model.safetensors or model.safetensors.index.json");
   }
   return archive;
 }
 
-void SafetensorsArchive::AddFile(const std::string& path) {
-  auto file = std::make_unique<MappedFile>(path);
+void SafetensorsArchive::AddFile(const std::string& path, FileLoad load) {
+  auto file = std::make_unique<MappedFile>(path, load);
   const size_t size = file->size();
   if (size < 8)
     throw Error(path + ": truncated safetensors file (" + std::to_string(size) + " bytes)");

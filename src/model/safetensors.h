@@ -29,8 +29,9 @@ struct TensorInfo {
 
 class SafetensorsArchive {
  public:
-  // Opens every shard of the model in `model_dir`; throws Error naming the file at fault.
-  static SafetensorsArchive Open(const std::string& model_dir);
+  // Opens every shard of the model in `model_dir` (mapped in place, or copied with
+  // FileLoad::kCopy); throws Error naming the file at fault.
+  static SafetensorsArchive Open(const std::string& model_dir, FileLoad load = FileLoad::kMmap);
   // Opens one file (tests, tools).
   static SafetensorsArchive OpenFile(const std::string& path);
 
@@ -41,7 +42,7 @@ class SafetensorsArchive {
   size_t MappedBytes() const;
 
  private:
-  void AddFile(const std::string& path);
+  void AddFile(const std::string& path, FileLoad load);
 
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::map<std::string, TensorInfo> tensors_;
