@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/huge_pages.h"
 #include "core/rng.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
@@ -16,13 +17,21 @@ namespace {
 
 constexpr int64_t kCols = 2048;  // a multiple of 64: Q8 rows need no padding
 
-// Random weights per dtype, created on first use and grown as needed (values in [-1, 1]).
+// Random weights per dtype, created on first use and grown as needed (values in [-1, 1]), in
+// huge pages as the engine's copied weights are (with 4 KiB pages the GEMVs are TLB-bound).
 struct Weights {
-  std::vector<float> f32;
-  std::vector<uint16_t> bf16;
-  std::vector<uint8_t> q8;          // packed Q8 (Q8Layout::kPacked16), rows of kCols
-  std::vector<uint16_t> q8_scales;  // float16, one per block of 32
+  HugePageBuffer f32;
+  HugePageBuffer bf16;
+  HugePageBuffer q8;         // packed Q8 (Q8Layout::kPacked16), rows of kCols
+  HugePageBuffer q8_scales;  // float16, one per block of 32
 };
+
+// Returns `buffer` holding at least `bytes`, and whether it was (re)allocated.
+bool Reserve(HugePageBuffer& buffer, size_t bytes) {
+  if (buffer.size() >= bytes) return false;
+  buffer = HugePageBuffer(bytes);
+  return true;
+}
 
 WeightMatrix GetMatrix(DType dtype, int64_t rows) {
   static Weights w;
@@ -30,33 +39,42 @@ WeightMatrix GetMatrix(DType dtype, int64_t rows) {
   Rng rng(1);
   WeightMatrix m{.dtype = dtype, .rows = rows, .cols = kCols};
   if (dtype == DType::kF32) {
-    if (w.f32.size() < n) {
-      w.f32.resize(n);
-      for (float& v : w.f32) v = rng.NextSymmetric();
+    auto* v = reinterpret_cast<float*>(w.f32.data());
+    if (Reserve(w.f32, n * sizeof(float))) {
+      v = reinterpret_cast<float*>(w.f32.data());
+      for (size_t i = 0; i < w.f32.size() / sizeof(float); ++i) v[i] = rng.NextSymmetric();
     }
-    m.data = w.f32.data();
+    m.data = v;
   } else if (dtype == DType::kBF16) {
-    if (w.bf16.size() < n) {
-      w.bf16.resize(n);
-      for (uint16_t& v : w.bf16) v = F32ToBF16(rng.NextSymmetric());
+    if (Reserve(w.bf16, n * sizeof(uint16_t))) {
+      auto* v = reinterpret_cast<uint16_t*>(w.bf16.data());
+      for (size_t i = 0; i < w.bf16.size() / sizeof(uint16_t); ++i) {
+        v[i] = F32ToBF16(rng.NextSymmetric());
+      }
     }
     m.data = w.bf16.data();
   } else {
-    if (w.q8.size() < static_cast<size_t>(PackedQ8ValueBytes(rows, kCols))) {
-      w.q8.resize(static_cast<size_t>(PackedQ8ValueBytes(rows, kCols)));
-      w.q8_scales.resize(static_cast<size_t>(PackedQ8ScaleCount(rows, kCols)));
-      InitPackedQ8(rows, kCols, w.q8.data(), w.q8_scales.data());
+    const bool grown = Reserve(w.q8, static_cast<size_t>(PackedQ8ValueBytes(rows, kCols)));
+    Reserve(w.q8_scales, static_cast<size_t>(PackedQ8ScaleCount(rows, kCols)) * sizeof(uint16_t));
+    auto* scales = reinterpret_cast<uint16_t*>(w.q8_scales.data());
+    if (grown) {
+      const int64_t all_rows =
+          static_cast<int64_t>(w.q8.size()) / kCols / kQ8GroupRows * kQ8GroupRows;
+      Reserve(w.q8_scales,
+              static_cast<size_t>(PackedQ8ScaleCount(all_rows, kCols)) * sizeof(uint16_t));
+      scales = reinterpret_cast<uint16_t*>(w.q8_scales.data());
+      InitPackedQ8(all_rows, kCols, w.q8.data(), scales);
       std::vector<float> row(kCols);
       std::vector<int8_t> q(kCols);
       std::vector<uint16_t> s(kCols / kQ8Block);
-      for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t r = 0; r < all_rows; ++r) {
         for (float& v : row) v = rng.NextSymmetric();
         QuantizeWeightRowQ8(row.data(), kCols, q.data(), s.data());
-        PackQ8Row(r, kCols, q.data(), s.data(), w.q8.data(), w.q8_scales.data());
+        PackQ8Row(r, kCols, q.data(), s.data(), w.q8.data(), scales);
       }
     }
     m.data = w.q8.data();
-    m.q8_scales = w.q8_scales.data();
+    m.q8_scales = scales;
     m.q8_layout = Q8Layout::kPacked16;
   }
   return m;

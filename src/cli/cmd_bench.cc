@@ -143,6 +143,7 @@ void RegisterBench(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* cmd =
       app.add_subcommand("bench", "Prefill/decode tok/s at context depths, GB/s vs measured peak");
+  args->model.load = "copy";  // throughput figures: weights in huge pages (docs/performance.md)
   AddModelOptions(*cmd, args->model);
   cmd->add_option("-p,--prompt", args->prompt, "Prefill tokens per measurement")
       ->capture_default_str();

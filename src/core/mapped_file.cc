@@ -12,14 +12,13 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "core/error.h"
 
 namespace mlarun {
 
 namespace {
-
-constexpr size_t kHugePage = size_t{2} << 20;
 
 // Reads the `size` bytes of `fd` into `dst`; throws Error naming `path` on failure.
 void ReadAll(int fd, const std::string& path, uint8_t* dst, size_t size) {
@@ -53,57 +52,33 @@ MappedFile::MappedFile(const std::string& path, FileLoad load) : path_(path) {
       ::close(fd);
       throw Error(path + ": cannot mmap: " + std::strerror(errno));
     }
-    region_ = static_cast<uint8_t*>(mapped);
-    region_size_ = size_;
-    data_ = region_;
-    ::madvise(region_, region_size_, MADV_HUGEPAGE);
+    data_ = static_cast<const uint8_t*>(mapped);
+    // Page-cache folios created from now on may be 2 MiB ones (helps only when the file is not
+    // cached yet; FileLoad::kCopy does not depend on the cache's state).
+    ::madvise(const_cast<uint8_t*>(data_), size_, MADV_HUGEPAGE);
   } else if (size_ > 0) {
-    // A 2 MiB-aligned anonymous region (over-allocated, then trimmed) so that huge pages can
-    // back all of it.
-    const size_t rounded = (size_ + kHugePage - 1) / kHugePage * kHugePage;
-    void* mapped = ::mmap(nullptr, rounded + kHugePage, PROT_READ | PROT_WRITE,
-                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mapped == MAP_FAILED) {
-      ::close(fd);
-      throw Error(path + ": cannot allocate " + std::to_string(size_) +
-                  " bytes to load the file: " + std::strerror(errno));
-    }
-    auto* raw = static_cast<uint8_t*>(mapped);
-    const auto address = reinterpret_cast<uintptr_t>(raw);
-    uint8_t* aligned = raw + ((kHugePage - address % kHugePage) % kHugePage);
-    if (aligned > raw) ::munmap(raw, static_cast<size_t>(aligned - raw));
-    const size_t tail = static_cast<size_t>(raw + rounded + kHugePage - (aligned + rounded));
-    if (tail > 0) ::munmap(aligned + rounded, tail);
-    region_ = aligned;
-    region_size_ = rounded;
-    ::madvise(region_, region_size_, MADV_HUGEPAGE);  // a hint; without THP the copy still works
     try {
-      ReadAll(fd, path, region_, size_);
-    } catch (...) {
-      ::munmap(region_, region_size_);
+      copy_ = HugePageBuffer(size_);
+      ReadAll(fd, path, copy_.data(), size_);
+    } catch (const Error& e) {
       ::close(fd);
-      throw;
+      const std::string what = e.what();
+      throw Error(what.rfind(path, 0) == 0 ? what : path + ": " + what);
     }
-    ::mprotect(region_, region_size_, PROT_READ);
-    data_ = region_;
+    copy_.MakeReadOnly();
+    data_ = copy_.data();
   }
   ::close(fd);
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : path_(std::move(other.path_)),
-      data_(other.data_),
-      size_(other.size_),
-      region_(other.region_),
-      region_size_(other.region_size_) {
-  other.data_ = nullptr;
-  other.size_ = 0;
-  other.region_ = nullptr;
-  other.region_size_ = 0;
-}
+      data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      copy_(std::move(other.copy_)) {}
 
 MappedFile::~MappedFile() {
-  if (region_ != nullptr) ::munmap(region_, region_size_);
+  if (data_ != nullptr && copy_.data() == nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 std::string ReadFileToString(const std::string& path) {

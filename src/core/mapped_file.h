@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/huge_pages.h"
+
 namespace mlarun {
 
 enum class FileLoad {
@@ -35,8 +37,7 @@ class MappedFile {
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
-  uint8_t* region_ = nullptr;  // the mapping to unmap: the file, or the aligned anonymous copy
-  size_t region_size_ = 0;
+  HugePageBuffer copy_;  // FileLoad::kCopy: holds the bytes (data_ points into it)
 };
 
 // Reads a whole (small) file into a string; throws Error naming the file on failure.
