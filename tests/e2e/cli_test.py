@@ -52,6 +52,8 @@ def main():
                  "--kv-budget", "KV cache is full")
     expect_error("bad kv dtype", [bin_, "generate", "--model", model, "--prompt-ids", ids, "--kv-dtype", "fp4"],
                  "--kv-dtype", "'fp4'")
+    expect_error("bad load mode", [bin_, "generate", "--model", model, "--prompt-ids", ids, "--load", "swap"],
+                 "--load", "'swap'", "mmap, copy")
     expect_error("bad ids", [bin_, "generate", "--model", model, "--prompt-ids", "1,x"], "--prompt-ids", "'x'")
     expect_error("token outside vocab", [bin_, "logits", "--model", model, "--ids", "1,999999", "--out",
                                          work + "/l.npy"], "999999", "outside the vocabulary")
