@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "core/rng.h"
@@ -134,8 +135,10 @@ TEST_P(SimdTest, ActivationQuantisationIsBitwiseScalar) {
 }
 
 TEST_P(SimdTest, PackedQ8MatMulIsBitwiseScalarCloseToFloatAndBatchInvariant) {
-  for (int64_t cols : {24, 64, 160, 2048}) {
-    const int64_t rows = 21;  // one full group of 16 rows and a partial one
+  // 21 rows: one full group of 16 rows and a partial one; 150 rows: three 64-row blocks, the last
+  // partial, so the second token tile's prefetch of the next block runs too.
+  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
+           {21, 24}, {21, 64}, {21, 160}, {21, 2048}, {150, 160}, {150, 2048}}) {
     const int64_t stride = Q8PaddedCols(cols);
     const std::vector<float> w = Random(static_cast<size_t>(rows * cols), 7);
     std::vector<int8_t> q(static_cast<size_t>(stride));

@@ -149,10 +149,16 @@ constexpr int64_t kPackedBlockBytes = kQ8QuadsPerBlock * kPackedQuadBytes;  // 5
 // unchanged.
 constexpr int64_t kPackedPrefetchBytes = 4096;
 
+// How a token tile prefetches weights: not at all, 4 KB ahead into L1 (the tile that brings a row
+// block in from memory), or the next row block into L2 (a later tile, while the block is in L2).
+enum class Q8Prefetch { kNone, kAhead, kNextBlock };
+
 // acc[g * kParts + p][t] = rows of part p of group g . token t0 + t, for g < MG, t < NT.
-template <int MG, int NT, bool kPrefetch>
+// kNextBlock prefetches `next_block` bytes past each quad.
+template <int MG, int NT, Q8Prefetch kPrefetch>
 inline void PackedTileQ8(const uint8_t* const* w, const uint16_t* const* w_scales,
-                         const Q8Activations& x, int64_t t0, F (&acc)[MG * kParts][NT]) {
+                         const Q8Activations& x, int64_t t0, int64_t next_block,
+                         F (&acc)[MG * kParts][NT]) {
   for (int v = 0; v < MG * kParts; ++v) {
     for (int t = 0; t < NT; ++t) acc[v][t] = V::Zero();
   }
@@ -176,8 +182,11 @@ inline void PackedTileQ8(const uint8_t* const* w, const uint16_t* const* w_scale
       for (int t = 0; t < NT; ++t) xq[t] = V::BroadcastQuad(x_rows[t] + b * kQ8Block + 4 * k);
       for (int g = 0; g < MG; ++g) {
         const uint8_t* quad = w[g] + b * kPackedBlockBytes + k * kPackedQuadBytes;
-        if constexpr (kPrefetch)
+        if constexpr (kPrefetch == Q8Prefetch::kAhead) {
           _mm_prefetch(reinterpret_cast<const char*>(quad + kPackedPrefetchBytes), _MM_HINT_T0);
+        } else if constexpr (kPrefetch == Q8Prefetch::kNextBlock) {
+          _mm_prefetch(reinterpret_cast<const char*>(quad + next_block), _MM_HINT_T1);
+        }
         for (int p = 0; p < kParts; ++p) {
           const typename V::Q wv = V::LoadPacked(quad + static_cast<int64_t>(p) * kW * 4);
           for (int t = 0; t < NT; ++t)
@@ -199,9 +208,10 @@ inline void PackedTileQ8(const uint8_t* const* w, const uint16_t* const* w_scale
 }
 
 // Groups [g0, g0 + MG) against tokens [t0, t0 + NT); writes the rows within [row_begin, row_end).
-template <int MG, int NT, bool kPrefetch>
+template <int MG, int NT, Q8Prefetch kPrefetch>
 inline void PackedGroupsQ8(const WeightMatrix& w, int64_t g0, int64_t row_begin, int64_t row_end,
-                           const Q8Activations& x, int64_t t0, float* y, int64_t ldy) {
+                           const Q8Activations& x, int64_t t0, int64_t next_block, float* y,
+                           int64_t ldy) {
   const int64_t n_blocks = x.padded_cols / kQ8Block;
   const uint8_t* values[MG];
   const uint16_t* scales[MG];
@@ -210,7 +220,7 @@ inline void PackedGroupsQ8(const WeightMatrix& w, int64_t g0, int64_t row_begin,
     scales[g] = w.q8_scales + PackedQ8GroupScales(g0 + g, n_blocks);
   }
   F acc[MG * kParts][NT];
-  PackedTileQ8<MG, NT, kPrefetch>(values, scales, x, t0, acc);
+  PackedTileQ8<MG, NT, kPrefetch>(values, scales, x, t0, next_block, acc);
   for (int v = 0; v < MG * kParts; ++v) {
     const int64_t row0 = g0 * kQ8GroupRows + static_cast<int64_t>(v) * kW;
     for (int t = 0; t < NT; ++t) {
@@ -228,14 +238,17 @@ inline void PackedGroupsQ8(const WeightMatrix& w, int64_t g0, int64_t row_begin,
   }
 }
 
-template <int kTokens, bool kPrefetch>
+// Rows of groups [g0, g1), a row block, against tokens [t, t + kTokens).
+template <int kTokens, Q8Prefetch kPrefetch>
 void PackedTokenTileQ8(const WeightMatrix& w, int64_t g0, int64_t g1, int64_t row_begin,
-                       int64_t row_end, const Q8Activations& x, int64_t t, float* y, int64_t ldy) {
+                       int64_t row_end, const Q8Activations& x, int64_t t, int64_t next_block,
+                       float* y, int64_t ldy) {
   constexpr int kMG = V::kQ8TileGroups;
   int64_t g = g0;
   for (; g + kMG <= g1; g += kMG)
-    PackedGroupsQ8<kMG, kTokens, kPrefetch>(w, g, row_begin, row_end, x, t, y, ldy);
-  for (; g < g1; ++g) PackedGroupsQ8<1, kTokens, kPrefetch>(w, g, row_begin, row_end, x, t, y, ldy);
+    PackedGroupsQ8<kMG, kTokens, kPrefetch>(w, g, row_begin, row_end, x, t, next_block, y, ldy);
+  for (; g < g1; ++g)
+    PackedGroupsQ8<1, kTokens, kPrefetch>(w, g, row_begin, row_end, x, t, next_block, y, ldy);
 }
 
 void MatMulRowsQ8(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const Q8Activations& x,
@@ -243,16 +256,27 @@ void MatMulRowsQ8(const WeightMatrix& w, int64_t row_begin, int64_t row_end, con
   const int64_t g_end = (row_end + kQ8GroupRows - 1) / kQ8GroupRows;
   // Blocks of 4 groups (64 rows, 128 KB at 2,048 columns) stay in L2 while the token tiles pass.
   // The first token tile brings the block in from memory and prefetches ahead of itself (the
-  // hardware prefetchers ramp up too slowly on these short streams); later tiles find it in L2.
+  // hardware prefetchers ramp up too slowly on these short streams); later tiles find it in L2,
+  // and the second one prefetches the next block of the range into L2 meanwhile, so the next
+  // first tile does not wait for memory (a product of 5-16 tokens is as much memory- as
+  // compute-bound).
   constexpr int64_t kGroupsPerBlock = 4;
+  const int64_t n_blocks = x.padded_cols / kQ8Block;
+  const int64_t next_block = PackedQ8GroupValues(kGroupsPerBlock, n_blocks);
   for (int64_t g0 = row_begin / kQ8GroupRows; g0 < g_end; g0 += kGroupsPerBlock) {
     const int64_t g1 = std::min(g_end, g0 + kGroupsPerBlock);
+    const bool last = g1 == g_end;
     ForEachTokenTile<V::kQ8TileTokens>(x.n_tokens, [&](auto nt, int64_t t) {
       constexpr int kTokens = decltype(nt)::value;
       if (t == 0) {
-        PackedTokenTileQ8<kTokens, true>(w, g0, g1, row_begin, row_end, x, t, y, ldy);
+        PackedTokenTileQ8<kTokens, Q8Prefetch::kAhead>(w, g0, g1, row_begin, row_end, x, t,
+                                                       next_block, y, ldy);
+      } else if (t == V::kQ8TileTokens && !last) {
+        PackedTokenTileQ8<kTokens, Q8Prefetch::kNextBlock>(w, g0, g1, row_begin, row_end, x, t,
+                                                           next_block, y, ldy);
       } else {
-        PackedTokenTileQ8<kTokens, false>(w, g0, g1, row_begin, row_end, x, t, y, ldy);
+        PackedTokenTileQ8<kTokens, Q8Prefetch::kNone>(w, g0, g1, row_begin, row_end, x, t,
+                                                      next_block, y, ldy);
       }
     });
   }
