@@ -17,64 +17,49 @@ namespace {
 
 constexpr int64_t kCols = 2048;  // a multiple of 64: Q8 rows need no padding
 
-// Random weights per dtype, created on first use and grown as needed (values in [-1, 1]), in
-// huge pages as the engine's copied weights are (with 4 KiB pages the GEMVs are TLB-bound).
-struct Weights {
-  HugePageBuffer f32;
-  HugePageBuffer bf16;
-  HugePageBuffer q8;         // packed Q8 (Q8Layout::kPacked16), rows of kCols
-  HugePageBuffer q8_scales;  // float16, one per block of 32
+// Random weights per dtype (values in [-1, 1]), generated for the most rows asked so far (a
+// request for fewer rows views a prefix), in huge pages as the engine's copied weights are (with
+// 4 KiB pages the GEMVs are TLB-bound).
+struct Generated {
+  HugePageBuffer values;
+  HugePageBuffer q8_scales;  // packed Q8: float16, one per block of 32
+  int64_t rows = 0;
 };
 
-// Returns `buffer` holding at least `bytes`, and whether it was (re)allocated.
-bool Reserve(HugePageBuffer& buffer, size_t bytes) {
-  if (buffer.size() >= bytes) return false;
-  buffer = HugePageBuffer(bytes);
-  return true;
-}
-
 WeightMatrix GetMatrix(DType dtype, int64_t rows) {
-  static Weights w;
-  const size_t n = static_cast<size_t>(rows * kCols);
-  Rng rng(1);
-  WeightMatrix m{.dtype = dtype, .rows = rows, .cols = kCols};
-  if (dtype == DType::kF32) {
-    auto* v = reinterpret_cast<float*>(w.f32.data());
-    if (Reserve(w.f32, n * sizeof(float))) {
-      v = reinterpret_cast<float*>(w.f32.data());
-      for (size_t i = 0; i < w.f32.size() / sizeof(float); ++i) v[i] = rng.NextSymmetric();
-    }
-    m.data = v;
-  } else if (dtype == DType::kBF16) {
-    if (Reserve(w.bf16, n * sizeof(uint16_t))) {
-      auto* v = reinterpret_cast<uint16_t*>(w.bf16.data());
-      for (size_t i = 0; i < w.bf16.size() / sizeof(uint16_t); ++i) {
-        v[i] = F32ToBF16(rng.NextSymmetric());
-      }
-    }
-    m.data = w.bf16.data();
-  } else {
-    const bool grown = Reserve(w.q8, static_cast<size_t>(PackedQ8ValueBytes(rows, kCols)));
-    Reserve(w.q8_scales, static_cast<size_t>(PackedQ8ScaleCount(rows, kCols)) * sizeof(uint16_t));
-    auto* scales = reinterpret_cast<uint16_t*>(w.q8_scales.data());
-    if (grown) {
-      const int64_t all_rows =
-          static_cast<int64_t>(w.q8.size()) / kCols / kQ8GroupRows * kQ8GroupRows;
-      Reserve(w.q8_scales,
-              static_cast<size_t>(PackedQ8ScaleCount(all_rows, kCols)) * sizeof(uint16_t));
-      scales = reinterpret_cast<uint16_t*>(w.q8_scales.data());
-      InitPackedQ8(all_rows, kCols, w.q8.data(), scales);
+  static Generated f32, bf16, q8;
+  Generated& g = dtype == DType::kF32 ? f32 : dtype == DType::kBF16 ? bf16 : q8;
+  if (g.rows < rows) {
+    Rng rng(1);
+    const size_t n = static_cast<size_t>(rows * kCols);
+    if (dtype == DType::kF32) {
+      g.values = HugePageBuffer(n * sizeof(float));
+      auto* v = reinterpret_cast<float*>(g.values.data());
+      for (size_t i = 0; i < n; ++i) v[i] = rng.NextSymmetric();
+    } else if (dtype == DType::kBF16) {
+      g.values = HugePageBuffer(n * sizeof(uint16_t));
+      auto* v = reinterpret_cast<uint16_t*>(g.values.data());
+      for (size_t i = 0; i < n; ++i) v[i] = F32ToBF16(rng.NextSymmetric());
+    } else {
+      g.values = HugePageBuffer(static_cast<size_t>(PackedQ8ValueBytes(rows, kCols)));
+      g.q8_scales =
+          HugePageBuffer(static_cast<size_t>(PackedQ8ScaleCount(rows, kCols)) * sizeof(uint16_t));
+      auto* scales = reinterpret_cast<uint16_t*>(g.q8_scales.data());
+      InitPackedQ8(rows, kCols, g.values.data(), scales);
       std::vector<float> row(kCols);
       std::vector<int8_t> q(kCols);
       std::vector<uint16_t> s(kCols / kQ8Block);
-      for (int64_t r = 0; r < all_rows; ++r) {
+      for (int64_t r = 0; r < rows; ++r) {
         for (float& v : row) v = rng.NextSymmetric();
         QuantizeWeightRowQ8(row.data(), kCols, q.data(), s.data());
-        PackQ8Row(r, kCols, q.data(), s.data(), w.q8.data(), scales);
+        PackQ8Row(r, kCols, q.data(), s.data(), g.values.data(), scales);
       }
     }
-    m.data = w.q8.data();
-    m.q8_scales = scales;
+    g.rows = rows;
+  }
+  WeightMatrix m{.dtype = dtype, .rows = rows, .cols = kCols, .data = g.values.data()};
+  if (dtype == DType::kI8) {
+    m.q8_scales = reinterpret_cast<const uint16_t*>(g.q8_scales.data());
     m.q8_layout = Q8Layout::kPacked16;
   }
   return m;

@@ -40,35 +40,31 @@ void ReadAll(int fd, const std::string& path, uint8_t* dst, size_t size) {
 MappedFile::MappedFile(const std::string& path, FileLoad load) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
-    throw Error(path + ": cannot stat: " + std::strerror(errno));
-  }
+  if (::fstat(fd, &st) != 0) throw Error(path + ": cannot stat: " + std::strerror(errno));
   size_ = static_cast<size_t>(st.st_size);
-  if (size_ > 0 && load == FileLoad::kMmap) {
+  if (size_ == 0) return;
+  if (load == FileLoad::kMmap) {
     void* mapped = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (mapped == MAP_FAILED) {
-      ::close(fd);
-      throw Error(path + ": cannot mmap: " + std::strerror(errno));
-    }
+    if (mapped == MAP_FAILED) throw Error(path + ": cannot mmap: " + std::strerror(errno));
     data_ = static_cast<const uint8_t*>(mapped);
     // Page-cache folios created from now on may be 2 MiB ones (helps only when the file is not
     // cached yet; FileLoad::kCopy does not depend on the cache's state).
     ::madvise(const_cast<uint8_t*>(data_), size_, MADV_HUGEPAGE);
-  } else if (size_ > 0) {
-    try {
-      copy_ = HugePageBuffer(size_);
-      ReadAll(fd, path, copy_.data(), size_);
-    } catch (const Error& e) {
-      ::close(fd);
-      const std::string what = e.what();
-      throw Error(what.rfind(path, 0) == 0 ? what : path + ": " + what);
-    }
-    copy_.MakeReadOnly();
-    data_ = copy_.data();
+    return;
   }
-  ::close(fd);
+  try {
+    copy_ = HugePageBuffer(size_);
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
+  ReadAll(fd, path, copy_.data(), size_);
+  copy_.MakeReadOnly();
+  data_ = copy_.data();
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept

@@ -1,24 +1,14 @@
 #include "core/scratch_arena.h"
 
 #include <algorithm>
-#include <cstdint>
 
 namespace mlarun {
 
 namespace {
 constexpr size_t kAlign = 64;
 constexpr size_t kMinChunkBytes = size_t{4} << 20;
-template <typename T>
-T RoundUp(T n) {
-  return (n + kAlign - 1) / kAlign * kAlign;
-}
+size_t RoundUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
-
-ScratchArena::Chunk::Chunk(size_t bytes)
-    : storage(std::make_unique_for_overwrite<std::byte[]>(bytes + kAlign)), size(bytes) {
-  const auto address = reinterpret_cast<std::uintptr_t>(storage.get());
-  data = storage.get() + (RoundUp(address) - address);
-}
 
 ScratchArena::Frame::Frame(ScratchArena& arena)
     : arena_(arena), chunk_(arena.chunk_), used_(arena.used_) {
@@ -32,7 +22,7 @@ ScratchArena::Frame::~Frame() {
   a.chunk_ = chunk_;
   a.used_ = used_;
   size_t live = used_;
-  for (size_t c = 0; c < chunk_; ++c) live += a.chunks_[c].size;
+  for (size_t c = 0; c < chunk_; ++c) live += a.chunks_[c].size();
   a.live_ = live;
   if (--a.depth_ == 0 && a.chunks_.size() > 1) {
     // Everything is released and the peak needed several chunks: replace them by one chunk of the
@@ -49,8 +39,8 @@ ScratchArena::Frame::~Frame() {
 void* ScratchArena::AllocBytes(size_t bytes) {
   bytes = RoundUp(std::max<size_t>(bytes, 1));
   while (true) {
-    if (chunk_ < chunks_.size() && chunks_[chunk_].size - used_ >= bytes) {
-      void* p = chunks_[chunk_].data + used_;
+    if (chunk_ < chunks_.size() && chunks_[chunk_].size() - used_ >= bytes) {
+      void* p = chunks_[chunk_].data() + used_;
       used_ += bytes;
       live_ += bytes;
       peak_ = std::max(peak_, live_);
@@ -58,10 +48,10 @@ void* ScratchArena::AllocBytes(size_t bytes) {
     }
     if (chunk_ < chunks_.size()) {
       // The rest of this chunk is skipped; it counts as in use until the frame ends.
-      live_ += chunks_[chunk_].size - used_;
+      live_ += chunks_[chunk_].size() - used_;
       ++chunk_;
       used_ = 0;
-      if (chunk_ < chunks_.size() && chunks_[chunk_].size >= bytes) continue;
+      if (chunk_ < chunks_.size() && chunks_[chunk_].size() >= bytes) continue;
     }
     // No later chunk fits: insert a new one here.
     const size_t size = std::max(bytes, kMinChunkBytes);
@@ -72,7 +62,7 @@ void* ScratchArena::AllocBytes(size_t bytes) {
 
 size_t ScratchArena::capacity() const {
   size_t total = 0;
-  for (const Chunk& c : chunks_) total += c.size;
+  for (const HugePageBuffer& c : chunks_) total += c.size();
   return total;
 }
 

@@ -1,17 +1,18 @@
 // Scratch memory for the temporaries of a forward pass (expanded MLA keys and values, score
-// tiles), reused from one call to the next: a bump allocator over retained chunks. Its storage is
-// neither zero-filled nor returned to the system between calls, so a long prefill chunk does not
-// pay for fresh pages (page faults plus the zeroing of std::vector) on every layer.
+// tiles), reused from one call to the next: a bump allocator over retained huge-page chunks. Its
+// storage is neither zero-filled again nor returned to the system between calls, so a long prefill
+// chunk does not pay for fresh pages (page faults plus the zeroing of std::vector) on every layer.
 //
 // Allocate only from the thread that owns the arena (never inside ParallelFor items); the
 // returned storage may be written by any thread.
 #pragma once
 
 #include <cstddef>
-#include <memory>
 #include <span>
 #include <type_traits>
 #include <vector>
+
+#include "core/huge_pages.h"
 
 namespace mlarun {
 
@@ -47,20 +48,14 @@ class ScratchArena {
   size_t capacity() const;
 
  private:
-  struct Chunk {
-    explicit Chunk(size_t bytes);
-    std::unique_ptr<std::byte[]> storage;  // bytes + 64, not zero-filled
-    std::byte* data = nullptr;             // 64-byte aligned start within storage
-    size_t size = 0;
-  };
   void* AllocBytes(size_t bytes);
 
-  std::vector<Chunk> chunks_;
-  size_t chunk_ = 0;  // the chunk allocations come from
-  size_t used_ = 0;   // bytes used in chunks_[chunk_]
-  size_t depth_ = 0;  // open frames
-  size_t peak_ = 0;   // most bytes in use at once since the arena was last consolidated
-  size_t live_ = 0;   // bytes in use (incl. what was skipped at chunk ends)
+  std::vector<HugePageBuffer> chunks_;  // 2 MiB-aligned, zero-filled only when first mapped
+  size_t chunk_ = 0;                    // the chunk allocations come from
+  size_t used_ = 0;                     // bytes used in chunks_[chunk_]
+  size_t depth_ = 0;                    // open frames
+  size_t peak_ = 0;  // most bytes in use at once since the arena was last consolidated
+  size_t live_ = 0;  // bytes in use (incl. what was skipped at chunk ends)
 };
 
 }  // namespace mlarun
