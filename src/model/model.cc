@@ -198,13 +198,14 @@ void Model::Forward(Exec& exec, KvCache& cache, std::span<const BatchToken> batc
     cache.VisibleSpans(token.seq, token.pos, &spans[static_cast<size_t>(t)]);
   }
 
-  // Residual stream x [n, hidden].
-  std::vector<float> x(static_cast<size_t>(n * hidden));
+  // Residual stream, normalised input and branch output: [n, hidden] each, from the arena (a
+  // prefill chunk's buffers are megabytes; fresh zero-filled vectors cost page faults per call).
+  const std::span<float> x = scratch.Alloc<float>(static_cast<size_t>(n * hidden));
   for (int64_t t = 0; t < n; ++t) {
     weights_.embed_tokens.DecodeRow(batch[static_cast<size_t>(t)].token, x.data() + t * hidden);
   }
-  std::vector<float> normed(static_cast<size_t>(n * hidden));
-  std::vector<float> branch(static_cast<size_t>(n * hidden));
+  const std::span<float> normed = scratch.Alloc<float>(static_cast<size_t>(n * hidden));
+  const std::span<float> branch = scratch.Alloc<float>(static_cast<size_t>(n * hidden));
   if (options.expert_stats != nullptr) {
     options.expert_stats->counts.resize(static_cast<size_t>(c.num_hidden_layers));
   }
@@ -245,7 +246,7 @@ void Model::Forward(Exec& exec, KvCache& cache, std::span<const BatchToken> batc
       }
       MoeFeedForward(ctx, lw.moe, normed.data(), branch.data(), counts);
     } else {
-      DenseMlp(exec, lw.mlp, normed.data(), n, branch.data());
+      DenseMlp(ctx, lw.mlp, normed.data(), branch.data());
     }
     for (int64_t i = 0; i < n * hidden; ++i)
       x[static_cast<size_t>(i)] += branch[static_cast<size_t>(i)];

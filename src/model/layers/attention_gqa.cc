@@ -35,15 +35,16 @@ void GqaAttention(const LayerContext& ctx, const GqaWeights& w, const float* x, 
   const int n_head_kv = c.num_key_value_heads;
   const int hd = c.head_dim;
   const int pairs = ctx.rope.n_pairs();
-  std::vector<float> q(static_cast<size_t>(n * n_head * hd));
+  const ScratchArena::Frame frame(ctx.scratch);
+  const std::span<float> q = ctx.scratch.Alloc<float>(static_cast<size_t>(n * n_head * hd));
   ProjectWithBias(ctx.exec, w.q_proj, w.q_bias, x, n, q.data());
   // Cache rows [n, K heads ; V heads].
   const int kv_width = n_head_kv * hd;
-  std::vector<float> k(static_cast<size_t>(n * kv_width));
-  std::vector<float> v(static_cast<size_t>(n * kv_width));
+  const std::span<float> k = ctx.scratch.Alloc<float>(static_cast<size_t>(n * kv_width));
+  const std::span<float> v = ctx.scratch.Alloc<float>(static_cast<size_t>(n * kv_width));
   ProjectWithBias(ctx.exec, w.k_proj, w.k_bias, x, n, k.data());
   ProjectWithBias(ctx.exec, w.v_proj, w.v_bias, x, n, v.data());
-  std::vector<float> rows(static_cast<size_t>(n * 2 * kv_width));
+  const std::span<float> rows = ctx.scratch.Alloc<float>(static_cast<size_t>(n * 2 * kv_width));
   for (int64_t t = 0; t < n; ++t) {
     const float* cos = ctx.cos + t * pairs;
     const float* sin = ctx.sin + t * pairs;
@@ -64,7 +65,7 @@ void GqaAttention(const LayerContext& ctx, const GqaWeights& w, const float* x, 
                            .window = ctx.cache.window(),
                            .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
   const KvRows cache_rows = ctx.cache.LayerRows(ctx.layer);
-  std::vector<float> o(static_cast<size_t>(n * n_head * hd));
+  const std::span<float> o = ctx.scratch.Alloc<float>(static_cast<size_t>(n * n_head * hd));
   if (n * n_head_kv < ctx.exec.pool.size()) {
     // Few (query, kv head) items (MQA decode): split the context over the threads instead.
     for (int64_t t = 0; t < n; ++t) {

@@ -33,7 +33,8 @@ void ComputeQuery(const LayerContext& ctx, const MlaWeights& w, const float* x, 
   const ModelConfig& c = ctx.config;
   const int64_t n = ctx.n_tokens();
   if (c.q_lora_rank > 0) {
-    std::vector<float> c_q(static_cast<size_t>(n * c.q_lora_rank));
+    const ScratchArena::Frame frame(ctx.scratch);
+    const std::span<float> c_q = ctx.scratch.Alloc<float>(static_cast<size_t>(n * c.q_lora_rank));
     MatMul(ctx.exec, w.q_a_proj, x, n, c_q.data());
     for (int64_t t = 0; t < n; ++t) {
       float* row = c_q.data() + t * c.q_lora_rank;
@@ -80,10 +81,13 @@ void AttendAbsorbed(const LayerContext& ctx, const MlaWeights& w, const float* q
   const int64_t n = static_cast<int64_t>(indices.size());
   // q_abs [n, n_head, latent + rope]: per head, q_nope [n, nope] times W_uk^T (all heads' products
   // in one parallel region).
-  std::vector<float> q_abs(static_cast<size_t>(n * n_head * width));
+  const ScratchArena::Frame frame(ctx.scratch);
+  const std::span<float> q_abs = ctx.scratch.Alloc<float>(static_cast<size_t>(n * n_head * width));
   const int64_t per_head = n * std::max({nope, latent, dv});
-  std::vector<float> gathered(static_cast<size_t>(n_head * per_head));  // [n_head, n, nope|latent]
-  std::vector<float> product(static_cast<size_t>(n_head * per_head));   // [n_head, n, latent|v]
+  // [n_head, n, nope|latent] and [n_head, n, latent|v]
+  const std::span<float> gathered =
+      ctx.scratch.Alloc<float>(static_cast<size_t>(n_head * per_head));
+  const std::span<float> product = ctx.scratch.Alloc<float>(static_cast<size_t>(n_head * per_head));
   std::vector<MatMulJob> jobs;
   for (int h = 0; h < n_head; ++h) {
     for (int64_t i = 0; i < n; ++i) {
@@ -111,7 +115,8 @@ void AttendAbsorbed(const LayerContext& ctx, const MlaWeights& w, const float* q
                            .window = ctx.cache.window(),
                            .scale = ctx.attention_scale};
   const KvRows rows = ctx.cache.LayerRows(ctx.layer);
-  std::vector<float> o_latent(static_cast<size_t>(n * n_head * latent));  // [n, n_head, latent]
+  const std::span<float> o_latent =  // [n, n_head, latent]
+      ctx.scratch.Alloc<float>(static_cast<size_t>(n * n_head * latent));
   auto args_of = [&](int64_t i) {
     return AttendArgs{.q = q_abs.data() + i * n_head * width,
                       .spans = ctx.spans[static_cast<size_t>(indices[static_cast<size_t>(i)])]};
@@ -355,13 +360,18 @@ void AttendNaive(const LayerContext& ctx, const MlaWeights& w, const float* q,
 void MlaAttention(const LayerContext& ctx, const MlaWeights& w, const float* x, float* out) {
   const ModelConfig& c = ctx.config;
   const int64_t n = ctx.n_tokens();
-  std::vector<float> q(static_cast<size_t>(n * c.num_attention_heads * c.QkHeadDim()));
+  const ScratchArena::Frame frame(ctx.scratch);
+  // q [n, n_head, nope + rope], latent rows [n, latent + rope], o [n, n_head, v].
+  const std::span<float> q =
+      ctx.scratch.Alloc<float>(static_cast<size_t>(n * c.num_attention_heads * c.QkHeadDim()));
   ComputeQuery(ctx, w, x, q.data());
-  std::vector<float> rows(static_cast<size_t>(n * (c.kv_lora_rank + c.qk_rope_head_dim)));
+  const std::span<float> rows =
+      ctx.scratch.Alloc<float>(static_cast<size_t>(n * (c.kv_lora_rank + c.qk_rope_head_dim)));
   ComputeLatentRows(ctx, w, x, rows.data());
   WriteCacheRows(ctx, rows.data());
 
-  std::vector<float> o(static_cast<size_t>(n * c.num_attention_heads * c.v_head_dim));
+  const std::span<float> o =
+      ctx.scratch.Alloc<float>(static_cast<size_t>(n * c.num_attention_heads * c.v_head_dim));
   // The absorbed-path tokens of all sequences go together (each token sees its own spans), so a
   // decode step of many sequences applies W_uk / W_uv in one batched product per layer.
   std::vector<int32_t> absorbed;

@@ -52,7 +52,7 @@ struct ExpertStats;
 // Each writes `out` [n_tokens, hidden] from the normalised hidden states `x` [n_tokens, hidden].
 void MlaAttention(const LayerContext& ctx, const MlaWeights& w, const float* x, float* out);
 void GqaAttention(const LayerContext& ctx, const GqaWeights& w, const float* x, float* out);
-void DenseMlp(Exec& exec, const MlpWeights& w, const float* x, int64_t n_tokens, float* out);
+void DenseMlp(const LayerContext& ctx, const MlpWeights& w, const float* x, float* out);
 void MoeFeedForward(const LayerContext& ctx, const MoeWeights& w, const float* x, float* out,
                     std::vector<int64_t>* expert_counts);
 

@@ -98,14 +98,15 @@ struct MlpRun {
 };
 
 // Runs several MLPs (the experts of a MoE layer) with two parallel regions in all: gate and up
-// projections of every run, then every down projection.
-void DenseMlps(Exec& exec, std::span<const MlpRun> runs) {
+// projections of every run, then every down projection. Temporaries come from `scratch`.
+void DenseMlps(Exec& exec, ScratchArena& scratch, std::span<const MlpRun> runs) {
+  const ScratchArena::Frame frame(scratch);
   std::vector<size_t> offset(runs.size() + 1, 0);  // into gate / up, [n_tokens, inter] per run
   for (size_t i = 0; i < runs.size(); ++i) {
     offset[i + 1] = offset[i] + static_cast<size_t>(runs[i].n_tokens * runs[i].w->gate_proj.rows);
   }
-  std::vector<float> gate(offset.back());
-  std::vector<float> up(offset.back());
+  const std::span<float> gate = scratch.Alloc<float>(offset.back());
+  const std::span<float> up = scratch.Alloc<float>(offset.back());
   std::vector<MatMulJob> jobs;
   for (size_t i = 0; i < runs.size(); ++i) {
     const MlpRun& r = runs[i];
@@ -130,9 +131,9 @@ constexpr int64_t kMaxRowsPerExpertBatch = 256;
 
 }  // namespace
 
-void DenseMlp(Exec& exec, const MlpWeights& w, const float* x, int64_t n_tokens, float* out) {
-  const MlpRun run{.w = &w, .x = x, .n_tokens = n_tokens, .out = out};
-  DenseMlps(exec, std::span<const MlpRun>(&run, 1));
+void DenseMlp(const LayerContext& ctx, const MlpWeights& w, const float* x, float* out) {
+  const MlpRun run{.w = &w, .x = x, .n_tokens = ctx.n_tokens(), .out = out};
+  DenseMlps(ctx.exec, ctx.scratch, std::span<const MlpRun>(&run, 1));
 }
 
 void MoeFeedForward(const LayerContext& ctx, const MoeWeights& w, const float* x, float* out,
@@ -175,8 +176,19 @@ void MoeFeedForward(const LayerContext& ctx, const MoeWeights& w, const float* x
   std::fill(out, out + n * hidden, 0.0f);
   // Experts in ascending id order, in batches of consecutive experts: each token's sum has a
   // fixed order, whatever the batch.
-  std::vector<float> gathered;
-  std::vector<float> expert_out;
+  // Room for the largest batch: at most kMaxRowsPerExpertBatch rows, or one expert's.
+  int64_t total_rows = 0;
+  int64_t batch_rows = kMaxRowsPerExpertBatch;
+  for (const auto& tokens : routed) {
+    total_rows += static_cast<int64_t>(tokens.size());
+    batch_rows = std::max(batch_rows, static_cast<int64_t>(tokens.size()));
+  }
+  batch_rows = std::min(batch_rows, total_rows);
+  const ScratchArena::Frame frame(ctx.scratch);
+  const std::span<float> gathered =
+      ctx.scratch.Alloc<float>(static_cast<size_t>(batch_rows * hidden));
+  const std::span<float> expert_out =
+      ctx.scratch.Alloc<float>(static_cast<size_t>(batch_rows * hidden));
   std::vector<MlpRun> runs;
   std::vector<size_t> run_expert;
   size_t e = 0;
@@ -191,8 +203,6 @@ void MoeFeedForward(const LayerContext& ctx, const MoeWeights& w, const float* x
       if (rows > 0 && rows + m > kMaxRowsPerExpertBatch) break;
       rows += m;
     }
-    gathered.resize(static_cast<size_t>(rows * hidden));
-    expert_out.resize(static_cast<size_t>(rows * hidden));
     int64_t row = 0;
     for (size_t i = e; i < next; ++i) {
       const auto& tokens = routed[i];
@@ -208,7 +218,7 @@ void MoeFeedForward(const LayerContext& ctx, const MoeWeights& w, const float* x
       run_expert.push_back(i);
       row += static_cast<int64_t>(tokens.size());
     }
-    DenseMlps(ctx.exec, runs);
+    DenseMlps(ctx.exec, ctx.scratch, runs);
     for (size_t r = 0; r < runs.size(); ++r) {
       const auto& tokens = routed[run_expert[r]];
       for (size_t j = 0; j < tokens.size(); ++j) {
