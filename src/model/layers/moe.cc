@@ -115,7 +115,16 @@ void DenseMlps(Exec& exec, ScratchArena& scratch, std::span<const MlpRun> runs) 
     jobs.push_back({&r.w->up_proj, 0, inter, r.x, r.n_tokens, up.data() + offset[i]});
   }
   MatMulBatch(exec, jobs);
-  SiluMul(gate.data(), up.data(), static_cast<int64_t>(gate.size()));
+  // Elementwise, so split over the threads (a prefill chunk's dense MLP has ~11 M values).
+  constexpr int64_t kSiluSerialMax = 1 << 16;
+  const auto n_values = static_cast<int64_t>(gate.size());
+  if (n_values <= kSiluSerialMax) {
+    SiluMul(gate.data(), up.data(), n_values);
+  } else {
+    exec.pool.ParallelForRange(n_values, 16, [&](int64_t begin, int64_t end, int) {
+      SiluMul(gate.data() + begin, up.data() + begin, end - begin);
+    });
+  }
   jobs.clear();
   for (size_t i = 0; i < runs.size(); ++i) {
     const MlpRun& r = runs[i];
