@@ -59,6 +59,11 @@ void BM_AbsorbedMlaDecode(benchmark::State& state, Isa isa) {
 
 BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, scalar, Isa::kScalar)->Arg(4096)->UseRealTime();
 BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx512, Isa::kAvx512)->Arg(4096)->Arg(16384)->UseRealTime();
+// `--isa fast`: bf16 query and probabilities, vdpbf16ps.
+BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx512bf16, Isa::kAvx512Bf16)
+    ->Arg(4096)
+    ->Arg(16384)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace mlarun

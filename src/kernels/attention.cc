@@ -30,6 +30,8 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
   constexpr int kTileRows = 32;
   const KvRowFormat& format = rows.format;
   const bool in_place = format.dtype == DType::kBF16 && k.dot_rows_bf16 != nullptr;
+  // bf16 dot products (fast ISA): the query and the probabilities are rounded to bf16.
+  const bool rounded = in_place && k.dot_rows_bf16_rounded != nullptr;
   const int group = spec.n_head_q / spec.n_head_kv;
   const int kv_end = args.kv_head_end < 0 ? spec.n_head_kv : args.kv_head_end;
   const int dk = spec.head_dim_qk;
@@ -39,12 +41,20 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
   thread_local std::vector<float> bias;
   thread_local std::vector<float> scores;
   thread_local std::vector<float> q_pairs;
-  thread_local std::vector<float> probs;  // [n, group]: the scores' transpose, as P V reads it
+  thread_local std::vector<float> probs;      // [n, group]: the scores' transpose, as P V reads it
+  thread_local std::vector<uint16_t> q_bf16;  // rounded: [n_head_q, dk]
+  thread_local std::vector<uint16_t> probs_pairs;  // rounded: [n / 2, group, 2]
   const uint8_t* raw_rows[kTileRows];
   bias.resize(kTileRows);
   scores.resize(static_cast<size_t>(group) * kTileRows);
   probs.resize(scores.size());
-  if (in_place) {
+  if (rounded) {
+    q_bf16.resize(static_cast<size_t>(spec.n_head_q) * dk);
+    probs_pairs.resize(static_cast<size_t>(kTileRows + 1) * group);
+    for (int64_t i = int64_t{args.kv_head_begin} * group * dk; i < int64_t{kv_end} * group * dk;
+         ++i)
+      q_bf16[static_cast<size_t>(i)] = F32ToBF16(args.q[i]);
+  } else if (in_place) {
     q_pairs.resize(static_cast<size_t>(spec.n_head_q) * dk);
     for (int h = args.kv_head_begin * group; h < kv_end * group; ++h) {
       k.bf16_pair_form(args.q + static_cast<ptrdiff_t>(h) * dk, dk,
@@ -65,8 +75,13 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
           k_rows[j] = row + static_cast<ptrdiff_t>(g) * format.head_dim_k;
           v_rows[j] = row + format.VOffset(g);
         }
-        k.dot_rows_bf16(k_rows, n, q_pairs.data() + static_cast<size_t>(g) * group * dk, group, dk,
-                        scores.data(), n);
+        if (rounded) {
+          k.dot_rows_bf16_rounded(k_rows, n, q_bf16.data() + static_cast<size_t>(g) * group * dk,
+                                  group, dk, scores.data(), n);
+        } else {
+          k.dot_rows_bf16(k_rows, n, q_pairs.data() + static_cast<size_t>(g) * group * dk, group,
+                          dk, scores.data(), n);
+        }
       } else {
         const WeightMatrix keys{.dtype = DType::kF32,
                                 .rows = n,
@@ -96,15 +111,30 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
         for (int j = 0; j < n; ++j) s_row[j] -= partial.max_score[h];
         k.exp(s_row, n);
         float sum = 0.0f;
-        for (int j = 0; j < n; ++j) {
-          sum += s_row[j];
-          probs[static_cast<size_t>(j) * group + static_cast<size_t>(i)] = s_row[j];
+        if (rounded) {
+          // Pairs of rows (p[2m], p[2m + 1]) per head; the sum is of the rounded values used.
+          for (int j = 0; j < n; ++j) {
+            const uint16_t p = F32ToBF16(s_row[j]);
+            sum += BF16ToF32(p);
+            probs_pairs[(static_cast<size_t>(j / 2) * group + static_cast<size_t>(i)) * 2 +
+                        static_cast<size_t>(j % 2)] = p;
+          }
+          if (n % 2 == 1) {
+            probs_pairs[(static_cast<size_t>(n / 2) * group + static_cast<size_t>(i)) * 2 + 1] = 0;
+          }
+        } else {
+          for (int j = 0; j < n; ++j) {
+            sum += s_row[j];
+            probs[static_cast<size_t>(j) * group + static_cast<size_t>(i)] = s_row[j];
+          }
         }
         partial.sum_exp[h] += sum;
       }
       // acc_h += sum_j p_hj v_j for the group's heads at once.
       float* group_acc = partial.acc + static_cast<size_t>(g) * group * dv;
-      if (in_place) {
+      if (rounded) {
+        k.pv_accumulate_bf16_rounded(probs_pairs.data(), group, n, v_rows, dv, group_acc);
+      } else if (in_place) {
         k.pv_accumulate_bf16(probs.data(), group, n, v_rows, dv, group_acc);
       } else {
         k.pv_accumulate(probs.data(), group, n, tile.data() + format.VOffset(g), values, dv,

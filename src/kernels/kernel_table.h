@@ -60,6 +60,16 @@ struct KernelTable {
   // pv_accumulate over bf16 rows given by pointer, v_j = v_rows[j] ([dv] bf16 each).
   void (*pv_accumulate_bf16)(const float* p, int n_heads, int n_rows, const uint16_t* const* v_rows,
                              int dv, float* acc);
+  // Optional (AVX512-BF16 only): the two above with the query and the probabilities rounded to
+  // bf16, multiplied by vdpbf16ps (32 multiply-adds per instruction, twice the float32 FMA's)
+  // and accumulated in float32. Used by `--isa fast` for attention over a bf16 cache.
+  // s[h * lds + j] = q_bf16[h] . rows[j]; q_bf16: [n_heads, dim].
+  void (*dot_rows_bf16_rounded)(const uint16_t* const* rows, int n_rows, const uint16_t* q_bf16,
+                                int n_heads, int dim, float* s, int lds);
+  // acc[h, :] += sum_j p[j, h] v_rows[j] with p as bf16 pairs of rows:
+  // p_pairs [ceil(n_rows / 2), n_heads, 2] = (p[2i, h], p[2i + 1, h]), the last 0 if n_rows is odd.
+  void (*pv_accumulate_bf16_rounded)(const uint16_t* p_pairs, int n_heads, int n_rows,
+                                     const uint16_t* const* v_rows, int dv, float* acc);
 };
 
 // Returns the table for `isa`; the caller must check IsaSupported(isa) first.

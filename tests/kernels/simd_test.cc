@@ -291,11 +291,87 @@ TEST_P(SimdTest, AttentionMatchesScalarOnBf16LatentRows) {
   const KvRows rows{.base = storage.data(), .block_stride = block_size * f.RowBytes(), .format = f};
   const std::vector<KvSpan> spans = {{.block = 2, .row_begin = 0, .n_rows = 16},
                                      {.block = 0, .row_begin = 3, .n_rows = 9, .score_bias = 0.5f}};
-  const std::vector<float> q = Random(8 * 72, 6, 3.0f);
+  std::vector<float> q = Random(8 * 72, 6, 3.0f);
+  const bool rounded = simd().dot_rows_bf16_rounded != nullptr;
+  // A table with bf16 attention rounds q to bf16 (done here for the reference too, so the scores
+  // agree to float32 rounding) and the probabilities (relative error <= 2^-9 per weight, so
+  // |error| <= 2^-9 max|v| ~ 0.004 for |v| <= 2; the exact kernels agree to 1e-5).
+  if (rounded) {
+    for (float& v : q) v = BF16ToF32(F32ToBF16(v));
+  }
   std::vector<float> a(8 * 64), b(8 * 64);
   Attend(simd(), spec, rows, {.q = q.data(), .spans = spans}, a.data());
   Attend(scalar(), spec, rows, {.q = q.data(), .spans = spans}, b.data());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << i;
+  const double tolerance = rounded ? 4e-3 : 1e-5;
+  double max_error = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(a[i], b[i], tolerance) << i;
+    max_error = std::max(max_error, std::abs(static_cast<double>(a[i]) - b[i]));
+  }
+  // The rounding is real but small: not zero, not at the bound.
+  if (rounded) {
+    EXPECT_GT(max_error, 1e-6);
+  }
+}
+
+TEST_P(SimdTest, RoundedBf16DotRowsAndPvMatchDoubleReference) {
+  if (simd().dot_rows_bf16_rounded == nullptr) GTEST_SKIP() << "no bf16 attention in this ISA";
+  for (int n_heads : {1, 3, 8, 16}) {
+    for (int dim : {7, 40, 64, 576}) {
+      for (int n_rows : {1, 13, 32}) {
+        const std::vector<float> rows_f = Random(static_cast<size_t>(n_rows * (dim + 3)), 51);
+        std::vector<uint16_t> rows_h(rows_f.size());
+        for (size_t i = 0; i < rows_f.size(); ++i) rows_h[i] = F32ToBF16(rows_f[i]);
+        std::vector<const uint16_t*> ptrs(static_cast<size_t>(n_rows));
+        for (int j = 0; j < n_rows; ++j)
+          ptrs[static_cast<size_t>(j)] = rows_h.data() + ((j * 5) % n_rows) * (dim + 3);
+        const std::vector<float> q_f = Random(static_cast<size_t>(n_heads * dim), 52);
+        std::vector<uint16_t> q_h(q_f.size());
+        for (size_t i = 0; i < q_f.size(); ++i) q_h[i] = F32ToBF16(q_f[i]);
+        const int lds = n_rows + 2;
+        std::vector<float> s(static_cast<size_t>(n_heads * lds), -1.0f);
+        simd().dot_rows_bf16_rounded(ptrs.data(), n_rows, q_h.data(), n_heads, dim, s.data(), lds);
+        for (int h = 0; h < n_heads; ++h) {
+          for (int j = 0; j < n_rows; ++j) {
+            double expected = 0.0;
+            for (int d = 0; d < dim; ++d) {
+              expected += static_cast<double>(BF16ToF32(q_h[static_cast<size_t>(h * dim + d)])) *
+                          BF16ToF32(ptrs[static_cast<size_t>(j)][d]);
+            }
+            ASSERT_NEAR(s[static_cast<size_t>(h * lds + j)], expected, 1e-5 * dim)
+                << n_heads << " " << dim << " " << h << " " << j;
+          }
+          EXPECT_EQ(s[static_cast<size_t>(h * lds + n_rows)], -1.0f);  // untouched padding
+        }
+        // P V: p as bf16 pairs of rows [ceil(n_rows / 2), n_heads, 2], odd tail padded with 0.
+        const std::vector<float> p_f = Random(static_cast<size_t>(n_heads * n_rows), 53);
+        const int n_pairs = (n_rows + 1) / 2;
+        std::vector<uint16_t> pairs(static_cast<size_t>(n_pairs * n_heads * 2), 0);
+        for (int j = 0; j < n_rows; ++j) {
+          for (int h = 0; h < n_heads; ++h) {
+            pairs[static_cast<size_t>(((j / 2) * n_heads + h) * 2 + j % 2)] =
+                F32ToBF16(p_f[static_cast<size_t>(j * n_heads + h)]);
+          }
+        }
+        const std::vector<float> acc0 = Random(static_cast<size_t>(n_heads * dim), 54);
+        std::vector<float> acc = acc0;
+        simd().pv_accumulate_bf16_rounded(pairs.data(), n_heads, n_rows, ptrs.data(), dim,
+                                          acc.data());
+        for (int h = 0; h < n_heads; ++h) {
+          for (int c = 0; c < dim; ++c) {
+            double expected = acc0[static_cast<size_t>(h * dim + c)];
+            for (int j = 0; j < n_rows; ++j) {
+              const uint16_t p = pairs[static_cast<size_t>(((j / 2) * n_heads + h) * 2 + j % 2)];
+              expected +=
+                  static_cast<double>(BF16ToF32(p)) * BF16ToF32(ptrs[static_cast<size_t>(j)][c]);
+            }
+            ASSERT_NEAR(acc[static_cast<size_t>(h * dim + c)], expected, 1e-5 * n_rows)
+                << n_heads << " " << dim << " " << n_rows << " " << h << " " << c;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST_P(SimdTest, DotRowsAndPvOverBf16RowPointersMatchScalar) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "core/dtype.h"
 #include "kernels/cpu/token_tiles.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
@@ -74,6 +75,167 @@ void MatMulRowsBf16(const WeightMatrix& w, int64_t row_begin, int64_t row_end, c
   }
 }
 
+// --- Attention over bf16 cache rows with bf16 queries and probabilities (vdpbf16ps). ---
+
+// Returns v with lane i = the sum of the 16 lanes of v[i], for 16 vectors: 45 shuffles and adds
+// instead of 16 separate reductions (~8 each).
+inline __m512 SumLanes16(__m512 (&v)[16]) {
+  __m512 t[8];
+  for (int i = 0; i < 8; ++i) {  // per 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3]
+    t[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
+                         _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  }
+  __m512 u[4];
+  for (int i = 0; i < 4; ++i) {  // per 128-bit lane: the partial sums of v[4i .. 4i + 3]
+    const __m512d a = _mm512_castps_pd(t[2 * i]);
+    const __m512d b = _mm512_castps_pd(t[2 * i + 1]);
+    u[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                         _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+  // Sum the four 128-bit lanes of u[i] into lane i of the result.
+  const __m512 x01 =
+      _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x88), _mm512_shuffle_f32x4(u[0], u[1], 0xDD));
+  const __m512 x23 =
+      _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x88), _mm512_shuffle_f32x4(u[2], u[3], 0xDD));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(x01, x23, 0x88), _mm512_shuffle_f32x4(x01, x23, 0xDD));
+}
+
+// s[h * lds + r] = q[h] . rows[r] for 4 rows and 4 heads: one accumulator per (row, head), 32
+// values per vdpbf16ps, the tail by masked loads.
+inline void DotTile4x4(const uint16_t* const* rows, const uint16_t* q, int64_t dim, float* s,
+                       int64_t lds) {
+  __m512 acc[16];
+  for (__m512& a : acc) a = _mm512_setzero_ps();
+  int64_t d = 0;
+  for (; d + 32 <= dim; d += 32) {
+    __m512bh qv[4];
+    for (int h = 0; h < 4; ++h) qv[h] = (__m512bh)_mm512_loadu_si512(q + h * dim + d);
+    for (int r = 0; r < 4; ++r) {
+      const __m512bh kv = (__m512bh)_mm512_loadu_si512(rows[r] + d);
+      for (int h = 0; h < 4; ++h) acc[h * 4 + r] = _mm512_dpbf16_ps(acc[h * 4 + r], kv, qv[h]);
+    }
+  }
+  if (d < dim) {
+    const __mmask32 mask = static_cast<__mmask32>((uint64_t{1} << (dim - d)) - 1);
+    __m512bh qv[4];
+    for (int h = 0; h < 4; ++h) qv[h] = (__m512bh)_mm512_maskz_loadu_epi16(mask, q + h * dim + d);
+    for (int r = 0; r < 4; ++r) {
+      const __m512bh kv = (__m512bh)_mm512_maskz_loadu_epi16(mask, rows[r] + d);
+      for (int h = 0; h < 4; ++h) acc[h * 4 + r] = _mm512_dpbf16_ps(acc[h * 4 + r], kv, qv[h]);
+    }
+  }
+  alignas(64) float sums[16];
+  _mm512_store_ps(sums, SumLanes16(acc));
+  for (int h = 0; h < 4; ++h) {
+    for (int r = 0; r < 4; ++r) s[h * lds + r] = sums[h * 4 + r];
+  }
+}
+
+// One (row, head) pair the same way (edges of the 4 x 4 tiling).
+inline float DotOne(const uint16_t* row, const uint16_t* q, int64_t dim) {
+  __m512 acc = _mm512_setzero_ps();
+  int64_t d = 0;
+  for (; d + 32 <= dim; d += 32) {
+    acc = _mm512_dpbf16_ps(acc, (__m512bh)_mm512_loadu_si512(row + d),
+                           (__m512bh)_mm512_loadu_si512(q + d));
+  }
+  if (d < dim) {
+    const __mmask32 mask = static_cast<__mmask32>((uint64_t{1} << (dim - d)) - 1);
+    acc = _mm512_dpbf16_ps(acc, (__m512bh)_mm512_maskz_loadu_epi16(mask, row + d),
+                           (__m512bh)_mm512_maskz_loadu_epi16(mask, q + d));
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+void DotRowsBf16Rounded(const uint16_t* const* rows, int n_rows, const uint16_t* q, int n_heads,
+                        int dim, float* s, int lds) {
+  const int64_t row_bytes = static_cast<int64_t>(dim) * 2;
+  int r = 0;
+  for (; r + 4 <= n_rows; r += 4) {
+    // The next rows come from L3 or memory: prefetch them while this tile computes.
+    for (int p = r + 4; p < std::min(n_rows, r + 8); ++p) {
+      for (int64_t b = 0; b < row_bytes; b += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(rows[p]) + b, _MM_HINT_T0);
+    }
+    int h = 0;
+    for (; h + 4 <= n_heads; h += 4) DotTile4x4(rows + r, q + h * dim, dim, s + h * lds + r, lds);
+    for (; h < n_heads; ++h) {
+      for (int i = 0; i < 4; ++i) s[h * lds + r + i] = DotOne(rows[r + i], q + h * dim, dim);
+    }
+  }
+  for (; r < n_rows; ++r) {
+    for (int h = 0; h < n_heads; ++h) s[h * lds + r] = DotOne(rows[r], q + h * dim, dim);
+  }
+}
+
+// P V for NH heads and 32 columns [c, c + 32): rows are taken in pairs, their bf16 values
+// interleaved (vpunpck{l,h}wd) so one vdpbf16ps adds p[2i] v[2i] + p[2i+1] v[2i+1] for 16
+// columns. The interleave permutes columns: lane 4L + i of `lo` is column 8L + i and of `hi`
+// column 8L + 4 + i (L < 4, i < 4); acc is permuted in and out with vpermt2ps.
+template <int NH>
+inline void PvSlice32(const uint32_t* p_pairs, int n_heads, int n_pairs,
+                      const uint16_t* const* v_rows, int n_rows, int64_t dv, int64_t c,
+                      float* acc) {
+  // Gather indices: column of lane e in lo / hi, within the two 16-column halves of acc.
+  const __m512i to_lo = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
+  const __m512i to_hi = _mm512_add_epi32(to_lo, _mm512_set1_epi32(4));
+  // Back: column m < 16 of the first half is lane (m / 8) * 4 + m % 4 of lo (m % 8 < 4) or of hi
+  // (index + 16); the second half likewise with lanes 8 + ...
+  const __m512i back0 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i back1 = _mm512_add_epi32(back0, _mm512_set1_epi32(8));
+  __m512 lo[NH];
+  __m512 hi[NH];
+  for (int h = 0; h < NH; ++h) {
+    const __m512 m0 = _mm512_loadu_ps(acc + h * dv + c);
+    const __m512 m1 = _mm512_loadu_ps(acc + h * dv + c + 16);
+    lo[h] = _mm512_permutex2var_ps(m0, to_lo, m1);
+    hi[h] = _mm512_permutex2var_ps(m0, to_hi, m1);
+  }
+  for (int i = 0; i < n_pairs; ++i) {
+    const __m512i v0 = _mm512_loadu_si512(v_rows[2 * i] + c);
+    const __m512i v1 =
+        2 * i + 1 < n_rows ? _mm512_loadu_si512(v_rows[2 * i + 1] + c) : _mm512_setzero_si512();
+    const __m512bh vlo = (__m512bh)_mm512_unpacklo_epi16(v0, v1);
+    const __m512bh vhi = (__m512bh)_mm512_unpackhi_epi16(v0, v1);
+    const uint32_t* pp = p_pairs + static_cast<int64_t>(i) * n_heads;
+    for (int h = 0; h < NH; ++h) {
+      const __m512bh p = (__m512bh)_mm512_set1_epi32(static_cast<int>(pp[h]));
+      lo[h] = _mm512_dpbf16_ps(lo[h], vlo, p);
+      hi[h] = _mm512_dpbf16_ps(hi[h], vhi, p);
+    }
+  }
+  for (int h = 0; h < NH; ++h) {
+    _mm512_storeu_ps(acc + h * dv + c, _mm512_permutex2var_ps(lo[h], back0, hi[h]));
+    _mm512_storeu_ps(acc + h * dv + c + 16, _mm512_permutex2var_ps(lo[h], back1, hi[h]));
+  }
+}
+
+void PvAccumulateBf16Rounded(const uint16_t* p_pairs, int n_heads, int n_rows,
+                             const uint16_t* const* v_rows, int dv, float* acc) {
+  const int n_pairs = (n_rows + 1) / 2;
+  const auto* pairs = reinterpret_cast<const uint32_t*>(p_pairs);
+  int64_t c = 0;
+  for (; c + 32 <= dv; c += 32) {
+    int h = 0;
+    for (; h + 8 <= n_heads; h += 8) {
+      PvSlice32<8>(pairs + h, n_heads, n_pairs, v_rows, n_rows, dv, c, acc + h * dv);
+    }
+    for (; h < n_heads; ++h)
+      PvSlice32<1>(pairs + h, n_heads, n_pairs, v_rows, n_rows, dv, c, acc + h * dv);
+  }
+  // Columns past the last multiple of 32: the same products one at a time.
+  for (; c < dv; ++c) {
+    for (int h = 0; h < n_heads; ++h) {
+      float sum = acc[h * dv + c];
+      for (int j = 0; j < n_rows; ++j) {
+        const uint16_t p = p_pairs[(static_cast<int64_t>(j / 2) * n_heads + h) * 2 + j % 2];
+        sum += BF16ToF32(p) * BF16ToF32(v_rows[j][c]);
+      }
+      acc[h * dv + c] = sum;
+    }
+  }
+}
+
 }  // namespace
 
 }  // namespace mlarun::avx512bf16
@@ -85,6 +247,8 @@ const KernelTable& Avx512Bf16KernelTable() {
     KernelTable t = Avx512KernelTable();
     t.isa = Isa::kAvx512Bf16;
     t.matmul_rows_bf16 = avx512bf16::MatMulRowsBf16;
+    t.dot_rows_bf16_rounded = avx512bf16::DotRowsBf16Rounded;
+    t.pv_accumulate_bf16_rounded = avx512bf16::PvAccumulateBf16Rounded;
     return t;
   }();
   return table;
