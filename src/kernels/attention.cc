@@ -43,14 +43,12 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
   thread_local std::vector<float> q_pairs;
   thread_local std::vector<float> probs;      // [n, group]: the scores' transpose, as P V reads it
   thread_local std::vector<uint16_t> q_bf16;  // rounded: [n_head_q, dk]
-  thread_local std::vector<uint16_t> probs_pairs;  // rounded: [n / 2, group, 2]
   const uint8_t* raw_rows[kTileRows];
   bias.resize(kTileRows);
   scores.resize(static_cast<size_t>(group) * kTileRows);
   probs.resize(scores.size());
   if (rounded) {
     q_bf16.resize(static_cast<size_t>(spec.n_head_q) * dk);
-    probs_pairs.resize(static_cast<size_t>(kTileRows + 1) * group);
     for (int64_t i = int64_t{args.kv_head_begin} * group * dk; i < int64_t{kv_end} * group * dk;
          ++i)
       q_bf16[static_cast<size_t>(i)] = F32ToBF16(args.q[i]);
@@ -94,11 +92,7 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
       for (int i = 0; i < group; ++i) {
         const int h = g * group + i;
         float* s_row = scores.data() + static_cast<size_t>(i) * n;
-        float tile_max = -INFINITY;
-        for (int j = 0; j < n; ++j) {
-          s_row[j] = s_row[j] * spec.scale + bias[static_cast<size_t>(j)];
-          tile_max = std::max(tile_max, s_row[j]);
-        }
+        const float tile_max = k.scale_bias_max(s_row, spec.scale, bias.data(), n);
         float* acc = partial.acc + static_cast<size_t>(h) * dv;
         if (tile_max > partial.max_score[h]) {
           if (partial.sum_exp[h] > 0.0f) {
@@ -108,32 +102,17 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
           }
           partial.max_score[h] = tile_max;
         }
-        for (int j = 0; j < n; ++j) s_row[j] -= partial.max_score[h];
-        k.exp(s_row, n);
-        float sum = 0.0f;
-        if (rounded) {
-          // Pairs of rows (p[2m], p[2m + 1]) per head; the sum is of the rounded values used.
-          for (int j = 0; j < n; ++j) {
-            const uint16_t p = F32ToBF16(s_row[j]);
-            sum += BF16ToF32(p);
-            probs_pairs[(static_cast<size_t>(j / 2) * group + static_cast<size_t>(i)) * 2 +
-                        static_cast<size_t>(j % 2)] = p;
-          }
-          if (n % 2 == 1) {
-            probs_pairs[(static_cast<size_t>(n / 2) * group + static_cast<size_t>(i)) * 2 + 1] = 0;
-          }
-        } else {
-          for (int j = 0; j < n; ++j) {
-            sum += s_row[j];
+        // exp and their sum in float32 (the rounded P V rounds only the weights it multiplies).
+        partial.sum_exp[h] += k.exp_shift_sum(s_row, partial.max_score[h], n);
+        if (!rounded) {  // the f32 P V reads the probabilities transposed
+          for (int j = 0; j < n; ++j)
             probs[static_cast<size_t>(j) * group + static_cast<size_t>(i)] = s_row[j];
-          }
         }
-        partial.sum_exp[h] += sum;
       }
       // acc_h += sum_j p_hj v_j for the group's heads at once.
       float* group_acc = partial.acc + static_cast<size_t>(g) * group * dv;
       if (rounded) {
-        k.pv_accumulate_bf16_rounded(probs_pairs.data(), group, n, v_rows, dv, group_acc);
+        k.pv_accumulate_bf16_rounded(scores.data(), n, group, n, v_rows, dv, group_acc);
       } else if (in_place) {
         k.pv_accumulate_bf16(probs.data(), group, n, v_rows, dv, group_acc);
       } else {

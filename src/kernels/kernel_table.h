@@ -43,6 +43,12 @@ struct KernelTable {
   void (*axpy)(float a, const float* x, float* y, int64_t n);  // y += a x
   void (*scale)(float a, float* x, int64_t n);                 // x *= a
   void (*exp)(float* x, int64_t n);                            // x = exp(x), x <= 0 typical
+  // One online-softmax tile row: s[i] = s[i] * scale + bias[i] (SIMD versions may fuse the
+  // multiply-add); returns max_i s[i] (-inf for n = 0).
+  float (*scale_bias_max)(float* s, float scale, const float* bias, int64_t n);
+  // x[i] = exp(x[i] - shift) as `exp` computes it; returns the sum of the new x (in an
+  // ISA-specific order).
+  float (*exp_shift_sum)(float* x, float shift, int64_t n);
   // acc[h, :] += sum_j p[j, h] v_j for h < n_heads, j < n_rows; p: [n_rows, n_heads],
   // v_j = v + j * v_stride ([dv] each), acc: [n_heads, dv]. Each acc element sums over j in
   // order.
@@ -66,9 +72,9 @@ struct KernelTable {
   // s[h * lds + j] = q_bf16[h] . rows[j]; q_bf16: [n_heads, dim].
   void (*dot_rows_bf16_rounded)(const uint16_t* const* rows, int n_rows, const uint16_t* q_bf16,
                                 int n_heads, int dim, float* s, int lds);
-  // acc[h, :] += sum_j p[j, h] v_rows[j] with p as bf16 pairs of rows:
-  // p_pairs [ceil(n_rows / 2), n_heads, 2] = (p[2i, h], p[2i + 1, h]), the last 0 if n_rows is odd.
-  void (*pv_accumulate_bf16_rounded)(const uint16_t* p_pairs, int n_heads, int n_rows,
+  // acc[h, :] += sum_j bf16(p[h * ldp + j]) v_rows[j] for h < n_heads, j < n_rows (p: float32
+  // [n_heads, ldp], rounded to nearest even bf16 by vcvtne2ps2bf16, which reads denormals as 0).
+  void (*pv_accumulate_bf16_rounded)(const float* p, int ldp, int n_heads, int n_rows,
                                      const uint16_t* const* v_rows, int dv, float* acc);
 };
 

@@ -343,27 +343,21 @@ TEST_P(SimdTest, RoundedBf16DotRowsAndPvMatchDoubleReference) {
           }
           EXPECT_EQ(s[static_cast<size_t>(h * lds + n_rows)], -1.0f);  // untouched padding
         }
-        // P V: p as bf16 pairs of rows [ceil(n_rows / 2), n_heads, 2], odd tail padded with 0.
-        const std::vector<float> p_f = Random(static_cast<size_t>(n_heads * n_rows), 53);
-        const int n_pairs = (n_rows + 1) / 2;
-        std::vector<uint16_t> pairs(static_cast<size_t>(n_pairs * n_heads * 2), 0);
-        for (int j = 0; j < n_rows; ++j) {
-          for (int h = 0; h < n_heads; ++h) {
-            pairs[static_cast<size_t>(((j / 2) * n_heads + h) * 2 + j % 2)] =
-                F32ToBF16(p_f[static_cast<size_t>(j * n_heads + h)]);
-          }
-        }
+        // P V: p float32 [n_heads, ldp] (the kernel rounds it to bf16; values well above the
+        // denormal range, which vcvtne2ps2bf16 would read as 0).
+        const int ldp = n_rows + 3;
+        const std::vector<float> p = Random(static_cast<size_t>(n_heads * ldp), 53);
         const std::vector<float> acc0 = Random(static_cast<size_t>(n_heads * dim), 54);
         std::vector<float> acc = acc0;
-        simd().pv_accumulate_bf16_rounded(pairs.data(), n_heads, n_rows, ptrs.data(), dim,
+        simd().pv_accumulate_bf16_rounded(p.data(), ldp, n_heads, n_rows, ptrs.data(), dim,
                                           acc.data());
         for (int h = 0; h < n_heads; ++h) {
           for (int c = 0; c < dim; ++c) {
             double expected = acc0[static_cast<size_t>(h * dim + c)];
             for (int j = 0; j < n_rows; ++j) {
-              const uint16_t p = pairs[static_cast<size_t>(((j / 2) * n_heads + h) * 2 + j % 2)];
               expected +=
-                  static_cast<double>(BF16ToF32(p)) * BF16ToF32(ptrs[static_cast<size_t>(j)][c]);
+                  static_cast<double>(BF16ToF32(F32ToBF16(p[static_cast<size_t>(h * ldp + j)]))) *
+                  BF16ToF32(ptrs[static_cast<size_t>(j)][c]);
             }
             ASSERT_NEAR(acc[static_cast<size_t>(h * dim + c)], expected, 1e-5 * n_rows)
                 << n_heads << " " << dim << " " << n_rows << " " << h << " " << c;
@@ -371,6 +365,32 @@ TEST_P(SimdTest, RoundedBf16DotRowsAndPvMatchDoubleReference) {
         }
       }
     }
+  }
+}
+
+TEST_P(SimdTest, SoftmaxTileStepsMatchScalar) {
+  for (int64_t n : {1, 5, 16, 32, 45}) {
+    std::vector<float> a = Random(static_cast<size_t>(n), 61, 8.0f), b = a;
+    const std::vector<float> bias = Random(static_cast<size_t>(n), 62);
+    const float max_a = simd().scale_bias_max(a.data(), 0.3f, bias.data(), n);
+    const float max_b = scalar().scale_bias_max(b.data(), 0.3f, bias.data(), n);
+    for (int64_t i = 0; i < n; ++i) {  // equal up to the rounding of a fused multiply-add
+      EXPECT_NEAR(a[static_cast<size_t>(i)], b[static_cast<size_t>(i)],
+                  1e-6 * (1.0 + std::abs(b[static_cast<size_t>(i)])));
+    }
+    EXPECT_NEAR(max_a, max_b, 1e-6 * (1.0 + std::abs(max_b)));
+    EXPECT_EQ(max_a, *std::max_element(a.begin(), a.end()));
+    const float sum_a = simd().exp_shift_sum(a.data(), max_a, n);
+    const float sum_b = scalar().exp_shift_sum(b.data(), max_b, n);
+    double sum_direct = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_NEAR(a[static_cast<size_t>(i)], b[static_cast<size_t>(i)], 1e-6);
+      EXPECT_LE(a[static_cast<size_t>(i)], 1.0f + 1e-6f);
+      sum_direct += a[static_cast<size_t>(i)];
+    }
+    EXPECT_NEAR(sum_a, sum_b, 1e-5 * n);
+    EXPECT_NEAR(sum_a, sum_direct, 1e-5 * n);
+    EXPECT_GE(sum_a, 1.0f - 1e-6f);  // the maximum contributes exp(0) = 1
   }
 }
 

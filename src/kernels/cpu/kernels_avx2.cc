@@ -38,6 +38,7 @@ struct V {
   }
   static F Fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F Add(F a, F b) { return _mm256_add_ps(a, b); }
   static F Sub(F a, F b) { return _mm256_sub_ps(a, b); }
   static F Min(F a, F b) { return _mm256_min_ps(a, b); }
   static F Max(F a, F b) { return _mm256_max_ps(a, b); }

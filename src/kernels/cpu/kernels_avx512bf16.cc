@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "core/dtype.h"
 #include "kernels/cpu/token_tiles.h"
@@ -172,8 +173,9 @@ void DotRowsBf16Rounded(const uint16_t* const* rows, int n_rows, const uint16_t*
 // interleaved (vpunpck{l,h}wd) so one vdpbf16ps adds p[2i] v[2i] + p[2i+1] v[2i+1] for 16
 // columns. The interleave permutes columns: lane 4L + i of `lo` is column 8L + i and of `hi`
 // column 8L + 4 + i (L < 4, i < 4); acc is permuted in and out with vpermt2ps.
+// pairs: [NH, ldq] bf16 pairs (p[h, 2i], p[h, 2i + 1]) as 32-bit words.
 template <int NH>
-inline void PvSlice32(const uint32_t* p_pairs, int n_heads, int n_pairs,
+inline void PvSlice32(const uint32_t* pairs, int64_t ldq, int n_pairs,
                       const uint16_t* const* v_rows, int n_rows, int64_t dv, int64_t c,
                       float* acc) {
   // Gather indices: column of lane e in lo / hi, within the two 16-column halves of acc.
@@ -197,9 +199,8 @@ inline void PvSlice32(const uint32_t* p_pairs, int n_heads, int n_pairs,
         2 * i + 1 < n_rows ? _mm512_loadu_si512(v_rows[2 * i + 1] + c) : _mm512_setzero_si512();
     const __m512bh vlo = (__m512bh)_mm512_unpacklo_epi16(v0, v1);
     const __m512bh vhi = (__m512bh)_mm512_unpackhi_epi16(v0, v1);
-    const uint32_t* pp = p_pairs + static_cast<int64_t>(i) * n_heads;
     for (int h = 0; h < NH; ++h) {
-      const __m512bh p = (__m512bh)_mm512_set1_epi32(static_cast<int>(pp[h]));
+      const __m512bh p = (__m512bh)_mm512_set1_epi32(static_cast<int>(pairs[h * ldq + i]));
       lo[h] = _mm512_dpbf16_ps(lo[h], vlo, p);
       hi[h] = _mm512_dpbf16_ps(hi[h], vhi, p);
     }
@@ -210,26 +211,46 @@ inline void PvSlice32(const uint32_t* p_pairs, int n_heads, int n_pairs,
   }
 }
 
-void PvAccumulateBf16Rounded(const uint16_t* p_pairs, int n_heads, int n_rows,
+void PvAccumulateBf16Rounded(const float* p, int ldp, int n_heads, int n_rows,
                              const uint16_t* const* v_rows, int dv, float* acc) {
+  // p rounded to bf16 once: [n_heads, ldq] pairs of rows, 32 values per vcvtne2ps2bf16, an odd
+  // last row paired with 0.
   const int n_pairs = (n_rows + 1) / 2;
-  const auto* pairs = reinterpret_cast<const uint32_t*>(p_pairs);
+  const int64_t ldq = (n_pairs + 15) / 16 * 16;
+  thread_local std::vector<uint32_t> pairs_buffer;
+  pairs_buffer.resize(static_cast<size_t>(n_heads * ldq));
+  uint32_t* pairs = pairs_buffer.data();
+  for (int h = 0; h < n_heads; ++h) {
+    const float* row = p + static_cast<int64_t>(h) * ldp;
+    uint32_t* out = pairs + h * ldq;
+    int j = 0;
+    for (; j + 32 <= n_rows; j += 32) {
+      const __m512bh b =
+          _mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + j + 16), _mm512_loadu_ps(row + j));
+      _mm512_storeu_si512(out + j / 2, (__m512i)b);
+    }
+    for (; j < n_rows; j += 2) {
+      const uint32_t even = F32ToBF16(row[j]);
+      const uint32_t odd = j + 1 < n_rows ? F32ToBF16(row[j + 1]) : 0u;
+      out[j / 2] = even | (odd << 16);
+    }
+  }
   int64_t c = 0;
   for (; c + 32 <= dv; c += 32) {
     int h = 0;
-    for (; h + 8 <= n_heads; h += 8) {
-      PvSlice32<8>(pairs + h, n_heads, n_pairs, v_rows, n_rows, dv, c, acc + h * dv);
-    }
+    for (; h + 8 <= n_heads; h += 8)
+      PvSlice32<8>(pairs + h * ldq, ldq, n_pairs, v_rows, n_rows, dv, c, acc + h * dv);
     for (; h < n_heads; ++h)
-      PvSlice32<1>(pairs + h, n_heads, n_pairs, v_rows, n_rows, dv, c, acc + h * dv);
+      PvSlice32<1>(pairs + h * ldq, ldq, n_pairs, v_rows, n_rows, dv, c, acc + h * dv);
   }
   // Columns past the last multiple of 32: the same products one at a time.
   for (; c < dv; ++c) {
     for (int h = 0; h < n_heads; ++h) {
       float sum = acc[h * dv + c];
       for (int j = 0; j < n_rows; ++j) {
-        const uint16_t p = p_pairs[(static_cast<int64_t>(j / 2) * n_heads + h) * 2 + j % 2];
-        sum += BF16ToF32(p) * BF16ToF32(v_rows[j][c]);
+        const uint32_t pair = pairs[h * ldq + j / 2];
+        const auto pj = static_cast<uint16_t>(j % 2 == 0 ? pair & 0xffffu : pair >> 16);
+        sum += BF16ToF32(pj) * BF16ToF32(v_rows[j][c]);
       }
       acc[h * dv + c] = sum;
     }

@@ -10,6 +10,7 @@
 // Include only from a translation unit compiled for the matching target.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -454,6 +455,48 @@ void Exp(float* x, int64_t n) {
   }
 }
 
+float ScaleBiasMax(float* s, float scale, const float* bias, int64_t n) {
+  const F sv = V::Set1(scale);
+  F m = V::Set1(-INFINITY);
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) {
+    const F v = V::Add(V::Mul(V::Load(s + i), sv), V::Load(bias + i));
+    V::Store(s + i, v);
+    m = V::Max(m, v);
+  }
+  alignas(64) float lanes[kW];
+  V::Store(lanes, m);
+  float max_value = -INFINITY;
+  for (float l : lanes) max_value = std::max(max_value, l);
+  for (; i < n; ++i) {
+    s[i] = s[i] * scale + bias[i];
+    max_value = std::max(max_value, s[i]);
+  }
+  return max_value;
+}
+
+float ExpShiftSum(float* x, float shift, int64_t n) {
+  const F shift_v = V::Set1(shift);
+  F sum = V::Zero();
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) {
+    const F v = ExpV(V::Sub(V::Load(x + i), shift_v));
+    V::Store(x + i, v);
+    sum = V::Add(sum, v);
+  }
+  float total = V::Reduce(sum);
+  if (i < n) {
+    alignas(64) float tail[kW] = {};
+    for (int64_t j = i; j < n; ++j) tail[j - i] = x[j] - shift;
+    V::Store(tail, ExpV(V::Load(tail)));
+    for (int64_t j = i; j < n; ++j) {
+      x[j] = tail[j - i];
+      total += x[j];
+    }
+  }
+  return total;
+}
+
 // Register-blocked P V: for each V-wide slice of the output, up to 16 heads' accumulators stay in
 // registers while the rows stream past (one load of v_j, one broadcast of p[j, h] per
 // multiply-add). `load_v(j, c)` returns values [c, c + kW) of row j; `load_tail(j, c, n)` the
@@ -615,6 +658,8 @@ const KernelTable kTable = {.isa = V::kIsa,
                             .axpy = Axpy,
                             .scale = Scale,
                             .exp = Exp,
+                            .scale_bias_max = ScaleBiasMax,
+                            .exp_shift_sum = ExpShiftSum,
                             .pv_accumulate = PvAccumulate,
                             .bf16_to_f32 = Bf16ToF32,
                             .bf16_pair_form = Bf16PairForm,

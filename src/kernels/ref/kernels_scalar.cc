@@ -71,6 +71,24 @@ void ExpScalar(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i]);
 }
 
+float ScaleBiasMaxScalar(float* s, float scale, const float* bias, int64_t n) {
+  float max_value = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) {
+    s[i] = s[i] * scale + bias[i];
+    max_value = std::max(max_value, s[i]);
+  }
+  return max_value;
+}
+
+float ExpShiftSumScalar(float* x, float shift, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - shift);
+    sum += x[i];
+  }
+  return sum;
+}
+
 void PvAccumulateScalar(const float* p, int n_heads, int n_rows, const float* v, int64_t v_stride,
                         int dv, float* acc) {
   for (int h = 0; h < n_heads; ++h) {
@@ -102,6 +120,8 @@ const KernelTable kScalarTable = {.isa = Isa::kScalar,
                                   .axpy = Axpy,
                                   .scale = Scale,
                                   .exp = ExpScalar,
+                                  .scale_bias_max = ScaleBiasMaxScalar,
+                                  .exp_shift_sum = ExpShiftSumScalar,
                                   .pv_accumulate = PvAccumulateScalar,
                                   .bf16_to_f32 = Bf16ToF32Scalar};
 
