@@ -1,5 +1,5 @@
 // Attention core microbenchmark: one absorbed-MLA decode query (16 heads, 576/512) over a bf16
-// latent cache of `depth` rows; reports GB/s of cache rows streamed.
+// latent cache of `depth` rows (args: depth, evict); reports GB/s of cache rows streamed.
 #include <benchmark/benchmark.h>
 
 #include <vector>
@@ -47,7 +47,18 @@ void BM_AbsorbedMlaDecode(benchmark::State& state, Isa isa) {
   const KvRows rows{.base = storage.data(), .block_stride = kBlock * f.RowBytes(), .format = f};
   std::vector<float> q(16 * 576, 0.01f), out(16 * 512);
   const KernelTable& k = GetKernelTable(isa);
+  // range(1) = 1: the cache is evicted from L2/L3 before every call (by reading 256 MB), as the
+  // weights streamed between two decode steps' attention evict it in a real model.
+  const bool evict = state.range(1) != 0;
+  std::vector<float> sweep(evict ? (size_t{256} << 20) / sizeof(float) : 0, 1.0f);
   for (auto _ : state) {
+    if (evict) {
+      state.PauseTiming();
+      float sum = 0.0f;
+      for (size_t i = 0; i < sweep.size(); i += 16) sum += sweep[i];
+      benchmark::DoNotOptimize(sum);
+      state.ResumeTiming();
+    }
     Attend(k, spec, rows, {.q = q.data(), .spans = spans}, out.data());
     benchmark::DoNotOptimize(out.data());
   }
@@ -57,12 +68,17 @@ void BM_AbsorbedMlaDecode(benchmark::State& state, Isa isa) {
                          benchmark::Counter::kIsRate);
 }
 
-BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, scalar, Isa::kScalar)->Arg(4096)->UseRealTime();
-BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx512, Isa::kAvx512)->Arg(4096)->Arg(16384)->UseRealTime();
+BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, scalar, Isa::kScalar)->Args({4096, 0})->UseRealTime();
+BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx512, Isa::kAvx512)
+    ->Args({4096, 0})
+    ->Args({4096, 1})
+    ->Args({16384, 0})
+    ->UseRealTime();
 // `--isa fast`: bf16 query and probabilities, vdpbf16ps.
 BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx512bf16, Isa::kAvx512Bf16)
-    ->Arg(4096)
-    ->Arg(16384)
+    ->Args({4096, 0})
+    ->Args({4096, 1})
+    ->Args({16384, 0})
     ->UseRealTime();
 
 }  // namespace
