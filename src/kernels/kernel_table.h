@@ -43,6 +43,11 @@ struct KernelTable {
   void (*axpy)(float a, const float* x, float* y, int64_t n);  // y += a x
   void (*scale)(float a, float* x, int64_t n);                 // x *= a
   void (*exp)(float* x, int64_t n);                            // x = exp(x), x <= 0 typical
+  // gate[i] = silu(gate[i]) * up[i] = gate[i] / (1 + exp(-gate[i])) * up[i] (SwiGLU), with
+  // this table's exp.
+  void (*silu_mul)(float* gate, const float* up, int64_t n);
+  // Optional (null: the scalar F32ToBF16 loop): out[i] = F32ToBF16(x[i]), bitwise.
+  void (*round_to_bf16)(const float* x, int64_t n, uint16_t* out);
   // One online-softmax tile row: s[i] = s[i] * scale + bias[i] (SIMD versions may fuse the
   // multiply-add); returns max_i s[i] (-inf for n = 0).
   float (*scale_bias_max)(float* s, float scale, const float* bias, int64_t n);

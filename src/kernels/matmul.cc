@@ -92,12 +92,18 @@ constexpr int64_t kRowsPerItem = 64;
 constexpr int64_t kMaxRowsPerItem = 1024;
 
 // out = x rounded to bf16, in parallel for prefill-sized inputs.
-void RoundToBf16(ThreadPool& pool, const float* x, int64_t n, uint16_t* out) {
+void RoundToBf16(Exec& exec, const float* x, int64_t n, uint16_t* out) {
   constexpr int64_t kPerItem = int64_t{64} * 1024;
   auto round = [&](int64_t item, int) {
-    for (int64_t e = item * kPerItem; e < std::min(n, (item + 1) * kPerItem); ++e)
-      out[e] = F32ToBF16(x[e]);
+    const int64_t begin = item * kPerItem;
+    const int64_t end = std::min(n, (item + 1) * kPerItem);
+    if (exec.k.round_to_bf16 != nullptr) {
+      exec.k.round_to_bf16(x + begin, end - begin, out + begin);
+      return;
+    }
+    for (int64_t e = begin; e < end; ++e) out[e] = F32ToBF16(x[e]);
   };
+  ThreadPool& pool = exec.pool;
   pool.ParallelFor((n + kPerItem - 1) / kPerItem, round);  // inline for a single item
 }
 
@@ -149,7 +155,7 @@ void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs) {
                               exec.k.quantize_row_q8);
       } else if (form == InputForm::kBf16) {
         in.bf16.resize(static_cast<size_t>(job.n_tokens * job.w->cols));
-        RoundToBf16(exec.pool, job.x, static_cast<int64_t>(in.bf16.size()), in.bf16.data());
+        RoundToBf16(exec, job.x, static_cast<int64_t>(in.bf16.size()), in.bf16.data());
       }
     }
     input_of[j] = i;

@@ -368,6 +368,46 @@ TEST_P(SimdTest, RoundedBf16DotRowsAndPvMatchDoubleReference) {
   }
 }
 
+TEST_P(SimdTest, SiluMulMatchesScalar) {
+  for (int64_t n : {1, 7, 16, 37}) {
+    std::vector<float> a = Random(static_cast<size_t>(n), 71, 12.0f), b = a;
+    a[0] = -100.0f;  // silu(-100) = -100 / (1 + e^100) ~ -4e-42
+    b[0] = -100.0f;
+    const std::vector<float> up = Random(static_cast<size_t>(n), 72);
+    simd().silu_mul(a.data(), up.data(), n);
+    scalar().silu_mul(b.data(), up.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_NEAR(a[static_cast<size_t>(i)], b[static_cast<size_t>(i)],
+                  1e-6 * (1.0 + std::abs(b[static_cast<size_t>(i)])))
+          << i;
+    }
+    EXPECT_NEAR(a[0], 0.0f, 1e-30f);
+  }
+}
+
+TEST_P(SimdTest, RoundToBf16IsBitwiseF32ToBF16) {
+  if (simd().round_to_bf16 == nullptr) GTEST_SKIP() << "scalar rounding in this ISA";
+  std::vector<float> x = Random(37, 73, 100.0f);
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            INFINITY,
+                            -INFINITY,
+                            NAN,
+                            1e-40f,  // denormal
+                            -3e-39f,
+                            BitsToF32(0x3f808000u),   // a tie, rounds to even (down)
+                            BitsToF32(0x3f818000u),   // a tie, rounds to even (up)
+                            BitsToF32(0x7f7fffffu),   // FLT_MAX rounds to inf
+                            BitsToF32(0x7f800001u)};  // signalling NaN becomes quiet
+  x.insert(x.begin() + 5, std::begin(specials), std::end(specials));
+  const auto n = static_cast<int64_t>(x.size());
+  std::vector<uint16_t> out(x.size() + 1, 0xabcd);
+  simd().round_to_bf16(x.data(), n, out.data());
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_EQ(out[static_cast<size_t>(i)], F32ToBF16(x[static_cast<size_t>(i)])) << i;
+  EXPECT_EQ(out.back(), 0xabcd);  // nothing written past n
+}
+
 TEST_P(SimdTest, SoftmaxTileStepsMatchScalar) {
   for (int64_t n : {1, 5, 16, 32, 45}) {
     std::vector<float> a = Random(static_cast<size_t>(n), 61, 8.0f), b = a;

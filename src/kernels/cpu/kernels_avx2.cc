@@ -40,6 +40,8 @@ struct V {
   static F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F Add(F a, F b) { return _mm256_add_ps(a, b); }
   static F Sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F Div(F a, F b) { return _mm256_div_ps(a, b); }
+  static constexpr void (*RoundToBf16)(const float*, int64_t, uint16_t*) = nullptr;
   static F Min(F a, F b) { return _mm256_min_ps(a, b); }
   static F Max(F a, F b) { return _mm256_max_ps(a, b); }
   static F Round(F a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }

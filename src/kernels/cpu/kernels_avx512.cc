@@ -40,6 +40,25 @@ struct V {
   static F Mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F Add(F a, F b) { return _mm512_add_ps(a, b); }
   static F Sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  static F Div(F a, F b) { return _mm512_div_ps(a, b); }
+  // F32ToBF16 (core/dtype.h) on 16 lanes at a time: round to nearest even, NaN kept quiet.
+  static void RoundToBf16(const float* x, int64_t n, uint16_t* out) {
+    int64_t i = 0;
+    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+    const __m512i inf = _mm512_set1_epi32(0x7f800000);
+    for (; i < n; i += 16) {
+      const int left = static_cast<int>(std::min<int64_t>(16, n - i));
+      const __mmask16 m = static_cast<__mmask16>((1u << left) - 1u);
+      const __m512i bits = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, x + i));
+      const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+      const __m512i rounded =
+          _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
+      const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(bits, abs_mask), inf);
+      const __m512i quiet = _mm512_or_si512(bits, _mm512_set1_epi32(0x400000));
+      const __m512i result = _mm512_mask_blend_epi32(nan, rounded, quiet);
+      _mm512_mask_cvtepi32_storeu_epi16(out + i, m, _mm512_srli_epi32(result, 16));
+    }
+  }
   static F Min(F a, F b) { return _mm512_min_ps(a, b); }
   static F Max(F a, F b) { return _mm512_max_ps(a, b); }
   static F Round(F a) {

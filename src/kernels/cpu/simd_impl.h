@@ -455,6 +455,23 @@ void Exp(float* x, int64_t n) {
   }
 }
 
+void SiluMulV(float* gate, const float* up, int64_t n) {
+  const F one = V::Set1(1.0f);
+  const F zero = V::Zero();
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) {
+    const F g = V::Load(gate + i);
+    const F silu = V::Div(g, V::Add(one, ExpV(V::Sub(zero, g))));
+    V::Store(gate + i, V::Mul(silu, V::Load(up + i)));
+  }
+  if (i < n) {
+    const int tail = static_cast<int>(n - i);
+    const F g = V::LoadTail(gate + i, tail);
+    const F silu = V::Div(g, V::Add(one, ExpV(V::Sub(zero, g))));
+    V::StoreTail(gate + i, V::Mul(silu, V::LoadTail(up + i, tail)), tail);
+  }
+}
+
 float ScaleBiasMax(float* s, float scale, const float* bias, int64_t n) {
   const F sv = V::Set1(scale);
   F m = V::Set1(-INFINITY);
@@ -658,6 +675,8 @@ const KernelTable kTable = {.isa = V::kIsa,
                             .axpy = Axpy,
                             .scale = Scale,
                             .exp = Exp,
+                            .silu_mul = SiluMulV,
+                            .round_to_bf16 = V::RoundToBf16,
                             .scale_bias_max = ScaleBiasMax,
                             .exp_shift_sum = ExpShiftSum,
                             .pv_accumulate = PvAccumulate,

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/kernel_table.h"
+#include "kernels/ops.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "kernels/vec.h"
@@ -120,6 +121,7 @@ const KernelTable kScalarTable = {.isa = Isa::kScalar,
                                   .axpy = Axpy,
                                   .scale = Scale,
                                   .exp = ExpScalar,
+                                  .silu_mul = SiluMul,
                                   .scale_bias_max = ScaleBiasMaxScalar,
                                   .exp_shift_sum = ExpShiftSumScalar,
                                   .pv_accumulate = PvAccumulateScalar,

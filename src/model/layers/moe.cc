@@ -119,10 +119,10 @@ void DenseMlps(Exec& exec, ScratchArena& scratch, std::span<const MlpRun> runs) 
   constexpr int64_t kSiluSerialMax = 1 << 16;
   const auto n_values = static_cast<int64_t>(gate.size());
   if (n_values <= kSiluSerialMax) {
-    SiluMul(gate.data(), up.data(), n_values);
+    exec.k.silu_mul(gate.data(), up.data(), n_values);
   } else {
     exec.pool.ParallelForRange(n_values, 16, [&](int64_t begin, int64_t end, int) {
-      SiluMul(gate.data() + begin, up.data() + begin, end - begin);
+      exec.k.silu_mul(gate.data() + begin, up.data() + begin, end - begin);
     });
   }
   jobs.clear();
