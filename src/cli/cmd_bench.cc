@@ -54,11 +54,12 @@ int RunBench(const BenchArgs& args) {
   const DType kv_dtype = ParseKvDtype(args.kv_dtype);
   // The probe runs before and after the model load and the better figure counts: right after
   // mapping a multi-GB model the kernel's page-cache work can take a few GB/s from it.
-  const double peak_before_load = MeasureReadBandwidth(exec);
+  const BandwidthProbe probe(exec);
+  const double peak_before_load = probe.Measure(exec);
   const auto load_start = std::chrono::steady_clock::now();
   const std::unique_ptr<Model> model = LoadModel(args.model, pool);
   const double load_seconds = Seconds(load_start);
-  const double peak_gb_s = std::max(peak_before_load, MeasureReadBandwidth(exec));
+  const double peak_gb_s = std::max(peak_before_load, probe.Measure(exec));
   const int64_t vocab = model->config().vocab_size;
   const int64_t weight_bytes = model->WeightBytesPerDecodedToken();
   if (!args.json) {
@@ -67,29 +68,51 @@ int RunBench(const BenchArgs& args) {
         ResolveModelDir(args.model.model_dir).c_str(), model->config().architecture.c_str(),
         pool.size(), std::string(IsaName(exec.k.isa)).c_str(), load_seconds, peak_gb_s);
     std::printf("cpu: %s\n", DescribeCpuFeatures().c_str());
-    std::printf("%8s %8s %12s %8s %12s %14s %10s %9s\n", "depth", "prefill", "prefill t/s",
-                "decode", "decode t/s", "bytes/token", "GB/s", "roofline");
+    std::printf("%8s %8s %12s %8s %12s %14s %10s %10s %9s\n", "depth", "prefill", "prefill t/s",
+                "decode", "decode t/s", "bytes/token", "GB/s", "probe GB/s", "roofline");
   }
+  // One cache per depth, filled first; then every round measures each depth in turn (prefill,
+  // decode, then the bandwidth probe right after the decode). The machines this runs on drift by
+  // 15% or more over minutes: interleaving keeps the depths comparable, and each roofline fraction
+  // compares a decode with a probe taken the same moment (the median fraction is reported).
+  const KvLayout layout = model->MakeKvLayout(kv_dtype);
+  struct DepthRun {
+    int32_t depth = 0;
+    std::unique_ptr<KvCache> cache;
+    int32_t base = 0;
+    std::vector<double> prefill_rates, decode_rates, probes, fractions;
+  };
+  std::vector<DepthRun> runs;
   for (int32_t depth : depths) {
     const int64_t total = depth + args.prompt + args.decode;
-    const KvLayout layout = model->MakeKvLayout(kv_dtype);
     const size_t budget =
-        (static_cast<size_t>(total) * (args.repeats + 1) + 4096) * layout.BytesPerToken() +
-        (64u << 20);
-    KvCache cache(layout, {.block_size = 64, .budget_bytes = budget});
-    const int32_t base = cache.AddSequence();
-    if (depth > 0)
-      Prefill(*model, exec, cache, base, BenchTokens(depth, vocab, 1), {.prefill_chunk = 512});
-    std::vector<double> prefill_rates;
-    std::vector<double> decode_rates;
-    std::vector<float> logits(static_cast<size_t>(vocab));
-    for (int r = 0; r < args.repeats; ++r) {
-      const int32_t seq = cache.ForkSequence(base, depth);
+        (static_cast<size_t>(total) * 2 + 4096) * layout.BytesPerToken() + (64u << 20);
+    DepthRun run{.depth = depth,
+                 .cache = std::make_unique<KvCache>(
+                     layout, KvCacheOptions{.block_size = 64, .budget_bytes = budget})};
+    run.base = run.cache->AddSequence();
+    if (depth > 0) {
+      Prefill(*model, exec, *run.cache, run.base, BenchTokens(depth, vocab, 1),
+              {.prefill_chunk = 512});
+    }
+    runs.push_back(std::move(run));
+  }
+  const int64_t kv_bytes_per_token = static_cast<int64_t>(layout.BytesPerToken());
+  auto bytes_per_decoded_token = [&](int32_t depth) {
+    // KV rows read per decoded token: the mean context over the decode run.
+    const int64_t mean_context = depth + args.prompt + args.decode / 2;
+    return weight_bytes + mean_context * kv_bytes_per_token;
+  };
+  std::vector<float> logits(static_cast<size_t>(vocab));
+  for (int r = 0; r < args.repeats; ++r) {
+    for (DepthRun& run : runs) {
+      KvCache& cache = *run.cache;
+      const int32_t seq = cache.ForkSequence(run.base, run.depth);
       const std::vector<int32_t> prompt =
           BenchTokens(args.prompt, vocab, 2 + static_cast<uint64_t>(r));
       auto start = std::chrono::steady_clock::now();
       Prefill(*model, exec, cache, seq, prompt, {.prefill_chunk = args.prompt});
-      prefill_rates.push_back(args.prompt / Seconds(start));
+      run.prefill_rates.push_back(args.prompt / Seconds(start));
       int32_t token = prompt.back();
       start = std::chrono::steady_clock::now();
       for (int i = 0; i < args.decode; ++i) {
@@ -99,41 +122,46 @@ int RunBench(const BenchArgs& args) {
         model->Forward(exec, cache, std::span<const BatchToken>(&next, 1), {}, logits.data());
         token = Argmax(logits);
       }
-      decode_rates.push_back(args.decode / Seconds(start));
+      const double decode_tok_s = args.decode / Seconds(start);
+      run.decode_rates.push_back(decode_tok_s);
       cache.RemoveSequence(seq);
+      const double probe_gb_s = probe.Measure(exec, 3);
+      run.probes.push_back(probe_gb_s);
+      run.fractions.push_back(static_cast<double>(bytes_per_decoded_token(run.depth)) *
+                              decode_tok_s / 1e9 / probe_gb_s);
     }
-    const double prefill_tok_s = Median(prefill_rates);
-    const double decode_tok_s = Median(decode_rates);
-    // KV rows read per decoded token: the mean context over the decode run.
-    const int64_t mean_context = depth + args.prompt + args.decode / 2;
-    const int64_t bytes =
-        weight_bytes + mean_context * static_cast<int64_t>(layout.BytesPerToken());
+  }
+  const WeightMatrix& probe_matrix = model->weights().layers[0].mla.o_proj.empty()
+                                         ? model->weights().layers[0].gqa.o_proj
+                                         : model->weights().layers[0].mla.o_proj;
+  const std::string weights =
+      probe_matrix.dtype == DType::kI8 ? "int8" : std::string(DTypeName(probe_matrix.dtype));
+  for (DepthRun& run : runs) {
+    const double prefill_tok_s = Median(run.prefill_rates);
+    const double decode_tok_s = Median(run.decode_rates);
+    const int64_t bytes = bytes_per_decoded_token(run.depth);
     const double gb_s = static_cast<double>(bytes) * decode_tok_s / 1e9;
-    const WeightMatrix& probe = model->weights().layers[0].mla.o_proj.empty()
-                                    ? model->weights().layers[0].gqa.o_proj
-                                    : model->weights().layers[0].mla.o_proj;
-    const std::string weights =
-        probe.dtype == DType::kI8 ? "int8" : std::string(DTypeName(probe.dtype));
+    const double fraction = Median(run.fractions);
     if (args.json) {
       const nlohmann::json line = {{"weights", weights},
                                    {"threads", pool.size()},
-                                   {"depth", depth},
+                                   {"depth", run.depth},
                                    {"prefill_tokens", args.prompt},
                                    {"prefill_tok_s", prefill_tok_s},
                                    {"decode_tokens", args.decode},
                                    {"decode_tok_s", decode_tok_s},
                                    {"bytes_per_decoded_token", bytes},
                                    {"decode_gb_s", gb_s},
-                                   {"peak_read_gb_s", peak_gb_s},
-                                   {"roofline_fraction", gb_s / peak_gb_s}};
+                                   {"peak_read_gb_s", Median(run.probes)},
+                                   {"roofline_fraction", fraction}};
       std::printf("%s\n", line.dump().c_str());
     } else {
-      std::printf("%8d %8d %12.1f %8d %12.2f %14lld %10.2f %8.1f%%\n", depth, args.prompt,
-                  prefill_tok_s, args.decode, decode_tok_s, static_cast<long long>(bytes), gb_s,
-                  100.0 * gb_s / peak_gb_s);
+      std::printf("%8d %8d %12.1f %8d %12.2f %14lld %10.2f %10.2f %8.1f%%\n", run.depth,
+                  args.prompt, prefill_tok_s, args.decode, decode_tok_s,
+                  static_cast<long long>(bytes), gb_s, Median(run.probes), 100.0 * fraction);
     }
-    std::fflush(stdout);
   }
+  std::fflush(stdout);
   return 0;
 }
 
@@ -152,7 +180,9 @@ void RegisterBench(CLI::App& app, int* exit_code) {
   cmd->add_option("--depth", args->depths, "Context depths, e.g. 0,4096,16384")
       ->capture_default_str();
   cmd->add_option("--kv-dtype", args->kv_dtype, "KV cache dtype")->capture_default_str();
-  cmd->add_option("--repeats", args->repeats, "Repeats per depth (median reported)")
+  cmd->add_option("--repeats", args->repeats,
+                  "Rounds; each measures every depth once, then probes the bandwidth (medians "
+                  "reported)")
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "One JSON object per line per measurement");
   cmd->callback([args, exit_code] { *exit_code = RunBench(*args); });

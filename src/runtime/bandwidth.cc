@@ -14,13 +14,18 @@
 
 namespace mlarun {
 
-double MeasureReadBandwidth(Exec& exec, size_t bytes, int repeats) {
-  const int64_t n = static_cast<int64_t>(bytes / sizeof(float));
-  const HugePageBuffer buffer(static_cast<size_t>(n) * sizeof(float));
-  auto* data = reinterpret_cast<float*>(buffer.data());
-  exec.pool.ParallelForRange(n, 4096, [&](int64_t begin, int64_t end, int) {
+BandwidthProbe::BandwidthProbe(Exec& exec, size_t bytes)
+    : buffer_(bytes / sizeof(float) * sizeof(float)),
+      n_(static_cast<int64_t>(bytes / sizeof(float))) {
+  auto* data = reinterpret_cast<float*>(buffer_.data());
+  exec.pool.ParallelForRange(n_, 4096, [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) data[i] = static_cast<float>(i & 7);
   });
+}
+
+double BandwidthProbe::Measure(Exec& exec, int repeats) const {
+  const auto* data = reinterpret_cast<const float*>(buffer_.data());
+  const int64_t n = n_;
   const int64_t piece = (1 << 20) / static_cast<int64_t>(sizeof(float));
   std::vector<double> sums(static_cast<size_t>(exec.pool.size()), 0.0);
   double best = 0.0;
@@ -42,6 +47,10 @@ double MeasureReadBandwidth(Exec& exec, size_t bytes, int repeats) {
   for (double s : sums) sink = sink + s;
   (void)sink;
   return best;
+}
+
+double MeasureReadBandwidth(Exec& exec, size_t bytes, int repeats) {
+  return BandwidthProbe(exec, bytes).Measure(exec, repeats);
 }
 
 }  // namespace mlarun

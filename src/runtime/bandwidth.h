@@ -3,12 +3,27 @@
 
 #include <cstddef>
 
+#include "core/huge_pages.h"
 #include "kernels/kernel_table.h"
 
 namespace mlarun {
 
-// Returns the best of `repeats` timed passes reading a `bytes`-sized float array, split across the
-// pool's threads and read with the ISA's vector loads, in GB/s (1e9 bytes per second).
+// A `bytes`-sized float array in huge pages, filled once, that Measure reads again and again (so
+// a benchmark can probe the bandwidth next to each of its measurements on a machine whose speed
+// drifts, without paying for fresh pages every time).
+class BandwidthProbe {
+ public:
+  BandwidthProbe(Exec& exec, size_t bytes = size_t{1} << 30);
+  // Returns the best of `repeats` timed passes over the array, split across the pool's threads
+  // and read with the ISA's vector loads, in GB/s (1e9 bytes per second).
+  double Measure(Exec& exec, int repeats = 8) const;
+
+ private:
+  HugePageBuffer buffer_;
+  int64_t n_ = 0;  // floats
+};
+
+// One-off: BandwidthProbe(exec, bytes).Measure(exec, repeats).
 double MeasureReadBandwidth(Exec& exec, size_t bytes = size_t{1} << 30, int repeats = 8);
 
 }  // namespace mlarun
