@@ -125,7 +125,7 @@ int RunBench(const BenchArgs& args) {
       const double decode_tok_s = args.decode / Seconds(start);
       run.decode_rates.push_back(decode_tok_s);
       cache.RemoveSequence(seq);
-      const double probe_gb_s = probe.Measure(exec, 3);
+      const double probe_gb_s = probe.Measure(exec);
       run.probes.push_back(probe_gb_s);
       run.fractions.push_back(static_cast<double>(bytes_per_decoded_token(run.depth)) *
                               decode_tok_s / 1e9 / probe_gb_s);
