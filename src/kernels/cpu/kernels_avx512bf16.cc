@@ -82,12 +82,12 @@ void MatMulRowsBf16(const WeightMatrix& w, int64_t row_begin, int64_t row_end, c
 // instead of 16 separate reductions (~8 each).
 inline __m512 SumLanes16(__m512 (&v)[16]) {
   __m512 t[8];
-  for (int i = 0; i < 8; ++i) {  // per 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3]
+  for (int64_t i = 0; i < 8; ++i) {  // per 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3]
     t[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
                          _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
   }
   __m512 u[4];
-  for (int i = 0; i < 4; ++i) {  // per 128-bit lane: the partial sums of v[4i .. 4i + 3]
+  for (int64_t i = 0; i < 4; ++i) {  // per 128-bit lane: the partial sums of v[4i .. 4i + 3]
     const __m512d a = _mm512_castps_pd(t[2 * i]);
     const __m512d b = _mm512_castps_pd(t[2 * i + 1]);
     u[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
@@ -149,23 +149,25 @@ inline float DotOne(const uint16_t* row, const uint16_t* q, int64_t dim) {
 }
 
 void DotRowsBf16Rounded(const uint16_t* const* rows, int n_rows, const uint16_t* q, int n_heads,
-                        int dim, float* s, int lds) {
-  const int64_t row_bytes = static_cast<int64_t>(dim) * 2;
-  int r = 0;
+                        int dim_int, float* s, int lds_int) {
+  const int64_t dim = dim_int;
+  const int64_t lds = lds_int;
+  const int64_t row_bytes = dim * 2;
+  int64_t r = 0;
   for (; r + 4 <= n_rows; r += 4) {
     // The next rows come from L3 or memory: prefetch them while this tile computes.
-    for (int p = r + 4; p < std::min(n_rows, r + 8); ++p) {
+    for (int64_t p = r + 4; p < std::min<int64_t>(n_rows, r + 8); ++p) {
       for (int64_t b = 0; b < row_bytes; b += 64)
         _mm_prefetch(reinterpret_cast<const char*>(rows[p]) + b, _MM_HINT_T0);
     }
-    int h = 0;
+    int64_t h = 0;
     for (; h + 4 <= n_heads; h += 4) DotTile4x4(rows + r, q + h * dim, dim, s + h * lds + r, lds);
     for (; h < n_heads; ++h) {
-      for (int i = 0; i < 4; ++i) s[h * lds + r + i] = DotOne(rows[r + i], q + h * dim, dim);
+      for (int64_t i = 0; i < 4; ++i) s[h * lds + r + i] = DotOne(rows[r + i], q + h * dim, dim);
     }
   }
   for (; r < n_rows; ++r) {
-    for (int h = 0; h < n_heads; ++h) s[h * lds + r] = DotOne(rows[r], q + h * dim, dim);
+    for (int64_t h = 0; h < n_heads; ++h) s[h * lds + r] = DotOne(rows[r], q + h * dim, dim);
   }
 }
 
@@ -193,7 +195,7 @@ inline void PvSlice32(const uint32_t* pairs, int64_t ldq, int n_pairs,
     lo[h] = _mm512_permutex2var_ps(m0, to_lo, m1);
     hi[h] = _mm512_permutex2var_ps(m0, to_hi, m1);
   }
-  for (int i = 0; i < n_pairs; ++i) {
+  for (int64_t i = 0; i < n_pairs; ++i) {
     const __m512i v0 = _mm512_loadu_si512(v_rows[2 * i] + c);
     const __m512i v1 =
         2 * i + 1 < n_rows ? _mm512_loadu_si512(v_rows[2 * i + 1] + c) : _mm512_setzero_si512();
@@ -212,16 +214,17 @@ inline void PvSlice32(const uint32_t* pairs, int64_t ldq, int n_pairs,
 }
 
 void PvAccumulateBf16Rounded(const float* p, int ldp, int n_heads, int n_rows,
-                             const uint16_t* const* v_rows, int dv, float* acc) {
+                             const uint16_t* const* v_rows, int dv_int, float* acc) {
+  const int64_t dv = dv_int;
   // p rounded to bf16 once: [n_heads, ldq] pairs of rows, 32 values per vcvtne2ps2bf16, an odd
   // last row paired with 0.
   const int n_pairs = (n_rows + 1) / 2;
-  const int64_t ldq = (n_pairs + 15) / 16 * 16;
+  const int64_t ldq = int64_t{(n_pairs + 15) / 16} * 16;
   thread_local std::vector<uint32_t> pairs_buffer;
-  pairs_buffer.resize(static_cast<size_t>(n_heads * ldq));
+  pairs_buffer.resize(static_cast<size_t>(n_heads) * static_cast<size_t>(ldq));
   uint32_t* pairs = pairs_buffer.data();
-  for (int h = 0; h < n_heads; ++h) {
-    const float* row = p + static_cast<int64_t>(h) * ldp;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    const float* row = p + h * ldp;
     uint32_t* out = pairs + h * ldq;
     int j = 0;
     for (; j + 32 <= n_rows; j += 32) {
@@ -237,7 +240,7 @@ void PvAccumulateBf16Rounded(const float* p, int ldp, int n_heads, int n_rows,
   }
   int64_t c = 0;
   for (; c + 32 <= dv; c += 32) {
-    int h = 0;
+    int64_t h = 0;
     for (; h + 8 <= n_heads; h += 8)
       PvSlice32<8>(pairs + h * ldq, ldq, n_pairs, v_rows, n_rows, dv, c, acc + h * dv);
     for (; h < n_heads; ++h)
@@ -245,7 +248,7 @@ void PvAccumulateBf16Rounded(const float* p, int ldp, int n_heads, int n_rows,
   }
   // Columns past the last multiple of 32: the same products one at a time.
   for (; c < dv; ++c) {
-    for (int h = 0; h < n_heads; ++h) {
+    for (int64_t h = 0; h < n_heads; ++h) {
       float sum = acc[h * dv + c];
       for (int j = 0; j < n_rows; ++j) {
         const uint32_t pair = pairs[h * ldq + j / 2];
