@@ -343,10 +343,18 @@ async function main() {
     });
   } else if (args.phase === 'restart') {
     await test('disk prefix cache: after a restart the prefix is served from disk', async () => {
+      // The new process's first requests pay for fresh memory (scratch arena, KV pool), and the
+      // machine's speed drifts between phases: warm the process up with an unrelated request and
+      // compare with a cold 1,000-token prefill measured now, in the same process.
+      await streamCompletion({ model: 'm', prompt: ids(31337, 24), max_tokens: 1, temperature: 0 });
+      const cold = await streamCompletion({ model: 'm', prompt: ids(777, 1000).concat([11, 12]),
+                                            max_tokens: 4, temperature: 0 });
+      check(cold.usage.prompt_tokens_details.cached_tokens === 0, JSON.stringify(cold.usage));
       const { second } = await prefixPhase('after_restart');
       const first = results.after_restart;
+      results.after_restart.cold_now_ttft_ms = cold.ttftMs;
       check(first.first_cached >= 960, JSON.stringify(first));
-      check(first.first_ttft_ms < state.cold_ttft_ms, `${first.first_ttft_ms} vs cold ${state.cold_ttft_ms}`);
+      check(first.first_ttft_ms < cold.ttftMs, `${first.first_ttft_ms} vs cold ${cold.ttftMs}`);
       check(second.text === state.cold_text, 'same answer as before the restart');
     });
   } else if (args.phase === 'corrupt') {
