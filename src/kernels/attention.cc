@@ -24,9 +24,10 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
   // they sit in, so paged and contiguous caches give identical results): the tile is scored
   // against every query head that reads it, then each head makes one softmax update per tile (a
   // single rescale when the maximum grows, vectorised exp) and adds the weighted V.
-  // bf16 rows are read in place where the ISA has kernels for it (exact float32 products of the
-  // widened rows; the query permuted once into the kernels' pair form); other rows are first
-  // decoded into a float tile.
+  // bf16 rows are read in place where the ISA has kernels for it: exact float32 products of the
+  // widened rows (the query permuted once into the kernels' pair form), or, in tables with
+  // vdpbf16ps attention (`--isa fast`), the query and the probabilities rounded to bf16. Other
+  // rows are first decoded into a float tile.
   constexpr int kTileRows = 32;
   const KvRowFormat& format = rows.format;
   const bool in_place = format.dtype == DType::kBF16 && k.dot_rows_bf16 != nullptr;
