@@ -185,19 +185,6 @@ void MoeFeedForward(const LayerContext& ctx, const MoeWeights& w, const float* x
   std::fill(out, out + n * hidden, 0.0f);
   // Experts in ascending id order, in batches of consecutive experts: each token's sum has a
   // fixed order, whatever the batch.
-  // Room for the largest batch: at most kMaxRowsPerExpertBatch rows, or one expert's.
-  int64_t total_rows = 0;
-  int64_t batch_rows = kMaxRowsPerExpertBatch;
-  for (const auto& tokens : routed) {
-    total_rows += static_cast<int64_t>(tokens.size());
-    batch_rows = std::max(batch_rows, static_cast<int64_t>(tokens.size()));
-  }
-  batch_rows = std::min(batch_rows, total_rows);
-  const ScratchArena::Frame frame(ctx.scratch);
-  const std::span<float> gathered =
-      ctx.scratch.Alloc<float>(static_cast<size_t>(batch_rows * hidden));
-  const std::span<float> expert_out =
-      ctx.scratch.Alloc<float>(static_cast<size_t>(batch_rows * hidden));
   std::vector<MlpRun> runs;
   std::vector<size_t> run_expert;
   size_t e = 0;
@@ -212,6 +199,11 @@ void MoeFeedForward(const LayerContext& ctx, const MoeWeights& w, const float* x
       if (rows > 0 && rows + m > kMaxRowsPerExpertBatch) break;
       rows += m;
     }
+    // The batch's gathered inputs and outputs [rows, hidden]; each batch reuses the same room.
+    const ScratchArena::Frame frame(ctx.scratch);
+    const std::span<float> gathered = ctx.scratch.Alloc<float>(static_cast<size_t>(rows * hidden));
+    const std::span<float> expert_out =
+        ctx.scratch.Alloc<float>(static_cast<size_t>(rows * hidden));
     int64_t row = 0;
     for (size_t i = e; i < next; ++i) {
       const auto& tokens = routed[i];
