@@ -103,8 +103,7 @@ void RoundToBf16(Exec& exec, const float* x, int64_t n, uint16_t* out) {
     }
     for (int64_t e = begin; e < end; ++e) out[e] = F32ToBF16(x[e]);
   };
-  ThreadPool& pool = exec.pool;
-  pool.ParallelFor((n + kPerItem - 1) / kPerItem, round);  // inline for a single item
+  exec.pool.ParallelFor((n + kPerItem - 1) / kPerItem, round);  // inline for a single item
 }
 
 }  // namespace

@@ -455,20 +455,17 @@ void Exp(float* x, int64_t n) {
   }
 }
 
+// silu(g) u = g / (1 + exp(-g)) u, lane-wise.
+inline F SiluTimes(F g, F u) {
+  return V::Mul(V::Div(g, V::Add(V::Set1(1.0f), ExpV(V::Sub(V::Zero(), g)))), u);
+}
+
 void SiluMulV(float* gate, const float* up, int64_t n) {
-  const F one = V::Set1(1.0f);
-  const F zero = V::Zero();
   int64_t i = 0;
-  for (; i + kW <= n; i += kW) {
-    const F g = V::Load(gate + i);
-    const F silu = V::Div(g, V::Add(one, ExpV(V::Sub(zero, g))));
-    V::Store(gate + i, V::Mul(silu, V::Load(up + i)));
-  }
+  for (; i + kW <= n; i += kW) V::Store(gate + i, SiluTimes(V::Load(gate + i), V::Load(up + i)));
   if (i < n) {
     const int tail = static_cast<int>(n - i);
-    const F g = V::LoadTail(gate + i, tail);
-    const F silu = V::Div(g, V::Add(one, ExpV(V::Sub(zero, g))));
-    V::StoreTail(gate + i, V::Mul(silu, V::LoadTail(up + i, tail)), tail);
+    V::StoreTail(gate + i, SiluTimes(V::LoadTail(gate + i, tail), V::LoadTail(up + i, tail)), tail);
   }
 }
 

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "kernels/kernel_table.h"
-#include "kernels/ops.h"
 #include "kernels/matmul.h"
+#include "kernels/ops.h"
 #include "kernels/quant.h"
 #include "kernels/vec.h"
 
