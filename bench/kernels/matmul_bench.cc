@@ -210,5 +210,30 @@ BENCHMARK_CAPTURE(BM_AttentionGemm, scalar, Isa::kScalar)->Apply(GemmShapes);
 BENCHMARK_CAPTURE(BM_AttentionGemm, avx2, Isa::kAvx2)->Apply(GemmShapes);
 BENCHMARK_CAPTURE(BM_AttentionGemm, avx512, Isa::kAvx512)->Apply(GemmShapes);
 
+// The same shapes as bf16 pair GEMMs (`--isa fast` prefill attention): k counts bf16 values
+// (k / 2 pair words), FLOP as for the float32 GEMM.
+void BM_AttentionGemmBf16(benchmark::State& state) {
+  const KernelTable& k = GetKernelTable(Isa::kAvx512Bf16);
+  if (!IsaSupported(Isa::kAvx512Bf16) || k.gemm_bf16_pairs == nullptr) {
+    state.SkipWithError("no bf16 GEMM on this CPU");
+    return;
+  }
+  const int64_t m = state.range(2), n = state.range(0), pairs = state.range(1) / 2;
+  Rng rng(2);
+  std::vector<uint32_t> a(static_cast<size_t>(m * pairs)), b(static_cast<size_t>(pairs * n));
+  std::vector<float> c(static_cast<size_t>(m * n));
+  // Pairs of bf16 values in [-1, 1): sign, exponent 2^-1 and 7 random mantissa bits per half.
+  for (uint32_t& v : a) v = static_cast<uint32_t>(rng.NextU64()) & 0xbf7fbf7fu;
+  for (uint32_t& v : b) v = static_cast<uint32_t>(rng.NextU64()) & 0xbf7fbf7fu;
+  for (auto _ : state) {
+    k.gemm_bf16_pairs(m, n, pairs, a.data(), pairs, b.data(), n, c.data(), n);
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      4.0 * static_cast<double>(m * n * pairs) * static_cast<double>(state.iterations()) / 1e9,
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_AttentionGemmBf16)->Apply(GemmShapes);
+
 }  // namespace
 }  // namespace mlarun

@@ -81,6 +81,13 @@ struct KernelTable {
   // [n_heads, ldp], rounded to nearest even bf16 by vcvtne2ps2bf16, which reads denormals as 0).
   void (*pv_accumulate_bf16_rounded)(const float* p, int ldp, int n_heads, int n_rows,
                                      const uint16_t* const* v_rows, int dv, float* acc);
+  // Optional (AVX512-BF16 only): c[i, j] = sum_kk a[i, kk] . b[kk, j] for i < m, j < n, where
+  // every a and b element is a pair of bf16 values in one 32-bit word (low half first) and "."
+  // is the pair's dot product, accumulated in float32 (vdpbf16ps). So a: [m, 2 k_pairs] bf16
+  // row-major, and b: [2 k_pairs, n] with rows 2kk and 2kk + 1 interleaved. Leading dimensions
+  // are in words (a, b) and floats (c). Used by `--isa fast` for the tiled attention of prefill.
+  void (*gemm_bf16_pairs)(int64_t m, int64_t n, int64_t k_pairs, const uint32_t* a, int64_t lda,
+                          const uint32_t* b, int64_t ldb, float* c, int64_t ldc);
 };
 
 // Returns the table for `isa`; the caller must check IsaSupported(isa) first.

@@ -368,6 +368,57 @@ TEST_P(SimdTest, RoundedBf16DotRowsAndPvMatchDoubleReference) {
   }
 }
 
+// Random bf16 values packed in pairs, low half first.
+std::vector<uint32_t> RandomBf16Pairs(size_t n, uint64_t seed) {
+  const std::vector<float> v = Random(2 * n, seed);
+  std::vector<uint32_t> pairs(n);
+  for (size_t i = 0; i < n; ++i) {
+    pairs[i] = uint32_t{F32ToBF16(v[2 * i])} | (uint32_t{F32ToBF16(v[2 * i + 1])} << 16);
+  }
+  return pairs;
+}
+
+double PairDot(uint32_t a, uint32_t b) {
+  auto lo = [](uint32_t w) { return static_cast<double>(BF16ToF32(static_cast<uint16_t>(w))); };
+  auto hi = [](uint32_t w) {
+    return static_cast<double>(BF16ToF32(static_cast<uint16_t>(w >> 16)));
+  };
+  return lo(a) * lo(b) + hi(a) * hi(b);
+}
+
+TEST_P(SimdTest, Bf16PairGemmMatchesDoubleReference) {
+  if (simd().gemm_bf16_pairs == nullptr) GTEST_SKIP() << "no bf16 GEMM in this ISA";
+  // Row tiles of 6/4/2/1, partial column panels (masks), several depth chunks, and k = 0.
+  for (int64_t m : {1, 3, 7, 13}) {
+    for (int64_t n : {1, 16, 17, 64, 130}) {
+      for (int64_t k_pairs : {0, 1, 96, 300}) {
+        const int64_t lda = k_pairs + 2;
+        const int64_t ldb = n + 5;
+        const int64_t ldc = n + 3;
+        const std::vector<uint32_t> a = RandomBf16Pairs(static_cast<size_t>(m * lda), 81);
+        const std::vector<uint32_t> b =
+            RandomBf16Pairs(static_cast<size_t>(std::max<int64_t>(k_pairs, 1) * ldb), 82);
+        std::vector<float> c(static_cast<size_t>(m * ldc), -7.0f);
+        simd().gemm_bf16_pairs(m, n, k_pairs, a.data(), lda, b.data(), ldb, c.data(), ldc);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            double expected = 0.0;
+            for (int64_t kk = 0; kk < k_pairs; ++kk) {
+              expected += PairDot(a[static_cast<size_t>(i * lda + kk)],
+                                  b[static_cast<size_t>(kk * ldb + j)]);
+            }
+            ASSERT_NEAR(c[static_cast<size_t>(i * ldc + j)], expected, 1e-6 * (2 * k_pairs + 1))
+                << m << " " << n << " " << k_pairs << " " << i << " " << j;
+          }
+          for (int64_t j = n; j < ldc; ++j) {
+            ASSERT_EQ(c[static_cast<size_t>(i * ldc + j)], -7.0f) << "wrote past n";
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_P(SimdTest, SiluMulMatchesScalar) {
   for (int64_t n : {1, 7, 16, 37}) {
     std::vector<float> a = Random(static_cast<size_t>(n), 71, 12.0f), b = a;

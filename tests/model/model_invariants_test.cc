@@ -262,5 +262,28 @@ TEST(ModelTest, Int8KvCacheStaysCloseToBf16) {
   EXPECT_LT(stats.median_max, 0.1);
 }
 
+TEST(ModelTest, FastIsaBf16PrefillAttentionStaysCloseToF32) {
+  // `--isa fast` runs the naive prefill attention as bf16 GEMMs (K, V, queries and probabilities
+  // rounded to bf16). f32 weights, so only the attention differs from the exact tables. 301
+  // tokens in chunks of 150: several query tiles, odd context lengths, depths over one panel.
+  const Isa fast = FastestIsa();
+  if (GetKernelTable(fast).gemm_bf16_pairs == nullptr) GTEST_SKIP() << "no bf16 GEMM here";
+  const auto model = Model::Load(testing::MakeTestModel("tiny-v2-lite"));
+  const auto ids = TestIds(301);
+  const int64_t vocab = model->config().vocab_size;
+  const auto exact = RunLogits(*model, ids, {.chunk = 150, .path = MlaPath::kNaive});
+  const auto rounded = RunLogits(*model, ids, {.chunk = 150, .path = MlaPath::kNaive, .isa = fast});
+  const DiffStats stats = Compare(exact, rounded, vocab);
+  std::printf("bf16 vs f32 prefill attention: mean %.5f median max %.5f\n", stats.mean,
+              stats.median_max);
+  EXPECT_GT(stats.mean, 0.0);  // the bf16 path ran
+  EXPECT_LT(stats.mean, 0.01);
+  EXPECT_LT(stats.median_max, 0.05);
+  // Each tile is one thread's work: the thread count does not change the result.
+  EXPECT_EQ(
+      RunLogits(*model, ids, {.chunk = 150, .path = MlaPath::kNaive, .threads = 1, .isa = fast}),
+      rounded);
+}
+
 }  // namespace
 }  // namespace mlarun

@@ -260,6 +260,85 @@ void PvAccumulateBf16Rounded(const float* p, int ldp, int n_heads, int n_rows,
   }
 }
 
+// --- GEMM over bf16 pairs (the tiled attention of prefill, `--isa fast`). ---
+
+// Columns of C per panel: 4 vectors of 16 floats, each from one 64-byte row of pairs.
+constexpr int64_t kPairPanelCols = 64;
+// Pairs of k per panel: a [128, 64] panel of words is 32 KB, which stays in L1 while the row
+// tiles of A pass over it.
+constexpr int64_t kPairPanelDepth = 128;
+
+// c[i, j] (+)= sum_kk a[i, kk] . panel[kk, j] for MR rows and the 64 panel columns, stored
+// under the column masks: MR x 4 accumulators in registers over the whole depth, one vdpbf16ps
+// per (row, vector) and pair of k (6 x 4: 24 accumulators, 4 panel loads and 6 broadcasts).
+template <int MR>
+inline void PairGemmTile(int64_t k_pairs, const uint32_t* a, int64_t lda, const uint32_t* panel,
+                         float* c, int64_t ldc, bool accumulate, const __mmask16 (&masks)[4]) {
+  __m512 acc[MR][4];
+  for (int i = 0; i < MR; ++i) {
+    for (int v = 0; v < 4; ++v) {
+      acc[i][v] =
+          accumulate ? _mm512_maskz_loadu_ps(masks[v], c + i * ldc + v * 16) : _mm512_setzero_ps();
+    }
+  }
+  for (int64_t kk = 0; kk < k_pairs; ++kk) {
+    __m512bh b[4];
+    for (int v = 0; v < 4; ++v) {
+      b[v] = (__m512bh)_mm512_loadu_si512(panel + kk * kPairPanelCols + v * 16);
+    }
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[i * lda + kk]));
+      for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], av, b[v]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(c + i * ldc + v * 16, masks[v], acc[i][v]);
+  }
+}
+
+// Panels of B (kPairPanelDepth x kPairPanelCols, copied contiguous and zero-padded, so the tile
+// needs no masked loads and rows of B a power of two apart do not share L1 sets) against row
+// tiles of 6, then 4, 2 and 1 rows of A; between depth chunks the accumulators pass through C.
+void GemmBf16Pairs(int64_t m, int64_t n, int64_t k_pairs, const uint32_t* a, int64_t lda,
+                   const uint32_t* b, int64_t ldb, float* c, int64_t ldc) {
+  thread_local std::vector<uint32_t> panel_buffer;
+  panel_buffer.resize(static_cast<size_t>(kPairPanelDepth * kPairPanelCols));
+  uint32_t* panel = panel_buffer.data();
+  for (int64_t k0 = 0; k0 < k_pairs || k0 == 0; k0 += kPairPanelDepth) {
+    const int64_t kc = std::min(kPairPanelDepth, k_pairs - k0);
+    const bool accumulate = k0 > 0;
+    for (int64_t j = 0; j < n; j += kPairPanelCols) {
+      const int64_t width = std::min(kPairPanelCols, n - j);
+      for (int64_t kk = 0; kk < kc; ++kk) {
+        const uint32_t* src = b + (k0 + kk) * ldb + j;
+        uint32_t* dst = panel + kk * kPairPanelCols;
+        std::copy_n(src, width, dst);
+        std::fill(dst + width, dst + kPairPanelCols, 0u);
+      }
+      __mmask16 masks[4];
+      for (int64_t v = 0; v < 4; ++v) {
+        const int64_t lanes = std::clamp<int64_t>(width - v * 16, 0, 16);
+        masks[v] = static_cast<__mmask16>((1u << lanes) - 1u);
+      }
+      const uint32_t* a_chunk = a + k0;
+      float* c_panel = c + j;
+      int64_t i = 0;
+      for (; i + 6 <= m; i += 6)
+        PairGemmTile<6>(kc, a_chunk + i * lda, lda, panel, c_panel + i * ldc, ldc, accumulate,
+                        masks);
+      for (; i + 4 <= m; i += 4)
+        PairGemmTile<4>(kc, a_chunk + i * lda, lda, panel, c_panel + i * ldc, ldc, accumulate,
+                        masks);
+      for (; i + 2 <= m; i += 2)
+        PairGemmTile<2>(kc, a_chunk + i * lda, lda, panel, c_panel + i * ldc, ldc, accumulate,
+                        masks);
+      for (; i < m; ++i)
+        PairGemmTile<1>(kc, a_chunk + i * lda, lda, panel, c_panel + i * ldc, ldc, accumulate,
+                        masks);
+    }
+  }
+}
+
 }  // namespace
 
 }  // namespace mlarun::avx512bf16
@@ -273,6 +352,7 @@ const KernelTable& Avx512Bf16KernelTable() {
     t.matmul_rows_bf16 = avx512bf16::MatMulRowsBf16;
     t.dot_rows_bf16_rounded = avx512bf16::DotRowsBf16Rounded;
     t.pv_accumulate_bf16_rounded = avx512bf16::PvAccumulateBf16Rounded;
+    t.gemm_bf16_pairs = avx512bf16::GemmBf16Pairs;
     return t;
   }();
   return table;

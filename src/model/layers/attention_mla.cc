@@ -18,6 +18,7 @@
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "model/layers/attention_mla_prefill.h"
 #include "model/layers/layer_context.h"
 #include "model/model.h"
 #include "model/weights.h"
@@ -149,122 +150,6 @@ void AttendAbsorbed(const LayerContext& ctx, const MlaWeights& w, const float* q
                   o + (static_cast<int64_t>(indices[static_cast<size_t>(i)]) * n_head + h) * dv);
     }
   }
-}
-
-// Naive path for one sequence under the full policy, as tiled GEMMs: the context is positions
-// [0, n_written) in order, expanded once per layer to per-head K_h^T [nope + rope, n_ctx] and
-// V_h [n_ctx, v]; then per head and tile of queries S = Q_h K_h^T, a causal softmax per query,
-// and O = P V_h (FlashAttention-style tiling without the online rescale: a tile's scores fit).
-void AttendNaiveFull(const LayerContext& ctx, const MlaWeights& w, const float* q,
-                     const SequenceSlice& slice, float* o) {
-  const ModelConfig& c = ctx.config;
-  const int n_head = c.num_attention_heads;
-  const int nope = c.qk_nope_head_dim;
-  const int rope = c.qk_rope_head_dim;
-  const int dk = nope + rope;
-  const int dv = c.v_head_dim;
-  const int latent = c.kv_lora_rank;
-  const int width = latent + rope;
-  const int64_t n_ctx = slice.n_written;
-  const int block_size = ctx.cache.pool().block_size();
-  const KvRows cache_rows = ctx.cache.LayerRows(ctx.layer);
-  const std::span<const int32_t> blocks = ctx.cache.SequenceBlocks(slice.seq);
-
-  // Cached rows in position order: c_kv [n_ctx, latent] and k_pe [n_ctx, rope]. The large
-  // temporaries live in the scratch arena (no fresh pages, no zero-fill per layer).
-  const ScratchArena::Frame frame(ctx.scratch);
-  const std::span<float> c_kv = ctx.scratch.Alloc<float>(static_cast<size_t>(n_ctx * latent));
-  const std::span<float> k_pe = ctx.scratch.Alloc<float>(static_cast<size_t>(n_ctx * rope));
-  ctx.exec.pool.ParallelForRange(n_ctx, 64, [&](int64_t p0, int64_t p1, int) {
-    thread_local std::vector<float> row;
-    row.resize(static_cast<size_t>(width));
-    for (int64_t p = p0; p < p1; ++p) {
-      DecodeKvRow(cache_rows.format,
-                  cache_rows.Row(blocks[static_cast<size_t>(p / block_size)],
-                                 static_cast<int32_t>(p % block_size)),
-                  row.data());
-      std::copy_n(row.data(), latent, c_kv.data() + p * latent);
-      std::copy_n(row.data() + latent, rope, k_pe.data() + p * rope);
-    }
-  });
-  const int kv_width = n_head * (nope + dv);
-  const std::span<float> kv = ctx.scratch.Alloc<float>(static_cast<size_t>(n_ctx * kv_width));
-  MatMul(ctx.exec, w.kv_b_proj, c_kv.data(), n_ctx, kv.data());
-  // K_h^T [n_head][dk, n_ctx] and V_h [n_head][n_ctx, dv], the layouts the GEMM kernel reads
-  // (a row of B is a vector); K is transposed in blocks of 64 positions.
-  const std::span<float> keys_t =
-      ctx.scratch.Alloc<float>(static_cast<size_t>(int64_t{n_head} * dk * n_ctx));
-  const std::span<float> values =
-      ctx.scratch.Alloc<float>(static_cast<size_t>(int64_t{n_head} * n_ctx * dv));
-  ctx.exec.pool.ParallelFor(n_head, [&](int64_t h, int) {
-    float* kt_h = keys_t.data() + h * dk * n_ctx;
-    float* v_h = values.data() + h * n_ctx * dv;
-    constexpr int64_t kBlock = 64;
-    for (int64_t p0 = 0; p0 < n_ctx; p0 += kBlock) {
-      const int64_t p1 = std::min(n_ctx, p0 + kBlock);
-      for (int d = 0; d < dk; ++d) {
-        float* dst = kt_h + d * n_ctx;
-        for (int64_t p = p0; p < p1; ++p) {
-          dst[p] = d < nope ? kv[static_cast<size_t>(p * kv_width + h * (nope + dv) + d)]
-                            : k_pe[static_cast<size_t>(p * rope + d - nope)];
-        }
-      }
-    }
-    for (int64_t p = 0; p < n_ctx; ++p)
-      std::copy_n(kv.data() + p * kv_width + h * (nope + dv) + nope, dv, v_h + p * dv);
-  });
-
-  // Queries per work item: enough rows for the GEMM to reuse each panel of K^T and V.
-  constexpr int64_t kTile = 128;
-  const int64_t n_queries = static_cast<int64_t>(slice.token_indices.size());
-  const int64_t n_tiles = (n_queries + kTile - 1) / kTile;
-  ctx.exec.pool.ParallelFor(n_head * n_tiles, [&](int64_t item, int) {
-    const int64_t h = item / n_tiles;
-    const int64_t q0 = (item % n_tiles) * kTile;
-    const int64_t nq = std::min(kTile, n_queries - q0);
-    thread_local std::vector<float> q_tile, scores, probs, out;
-    q_tile.resize(static_cast<size_t>(nq * dk));
-    for (int64_t i = 0; i < nq; ++i) {
-      const int32_t t = slice.token_indices[static_cast<size_t>(q0 + i)];
-      std::copy_n(q + (static_cast<int64_t>(t) * n_head + h) * dk, dk, q_tile.data() + i * dk);
-    }
-    // Rows visible to the tile: up to the last query's position.
-    const int64_t last_pos =
-        ctx.batch[static_cast<size_t>(slice.token_indices[static_cast<size_t>(q0 + nq - 1)])].pos;
-    const int64_t visible = last_pos + 1;
-    scores.resize(static_cast<size_t>(nq * visible));
-    ctx.exec.k.gemm(nq, visible, dk, q_tile.data(), dk, keys_t.data() + h * dk * n_ctx, n_ctx,
-                    scores.data(), visible);
-    probs.resize(static_cast<size_t>(nq * visible));
-    for (int64_t i = 0; i < nq; ++i) {
-      const int64_t pos =
-          ctx.batch[static_cast<size_t>(slice.token_indices[static_cast<size_t>(q0 + i)])].pos;
-      const float* s_row = scores.data() + i * visible;
-      float* p_row = probs.data() + i * visible;
-      float max_score = -INFINITY;
-      for (int64_t j = 0; j <= pos; ++j)
-        max_score = std::max(max_score, s_row[j] * ctx.attention_scale);
-      for (int64_t j = 0; j <= pos; ++j) p_row[j] = s_row[j] * ctx.attention_scale - max_score;
-      ctx.exec.k.exp(p_row, pos + 1);  // vectorised (the scalar std::exp was ~10% of prefill)
-      // Four double partial sums, combined in a fixed order.
-      double partial[4] = {0.0, 0.0, 0.0, 0.0};
-      int64_t j = 0;
-      for (; j + 4 <= pos + 1; j += 4) {
-        for (int u = 0; u < 4; ++u) partial[u] += p_row[j + u];
-      }
-      for (; j <= pos; ++j) partial[0] += p_row[j];
-      const double sum = (partial[0] + partial[1]) + (partial[2] + partial[3]);
-      ctx.exec.k.scale(static_cast<float>(1.0 / sum), p_row, pos + 1);
-      std::fill(p_row + pos + 1, p_row + visible, 0.0f);  // causal mask (P V runs to `visible`)
-    }
-    out.resize(static_cast<size_t>(nq * dv));
-    ctx.exec.k.gemm(nq, dv, visible, probs.data(), visible, values.data() + h * n_ctx * dv, dv,
-                    out.data(), dv);
-    for (int64_t i = 0; i < nq; ++i) {
-      const int32_t t = slice.token_indices[static_cast<size_t>(q0 + i)];
-      std::copy_n(out.data() + i * dv, dv, o + (static_cast<int64_t>(t) * n_head + h) * dv);
-    }
-  });
 }
 
 // Naive path for one sequence: expands every cached row its tokens see into per-head K/V rows
