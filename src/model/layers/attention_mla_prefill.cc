@@ -61,7 +61,7 @@ ExpandedContext ExpandContext(const LayerContext& ctx, const MlaWeights& w, cons
   const std::span<float> k_pe = ctx.scratch.Alloc<float>(static_cast<size_t>(n_ctx * d.rope));
   ctx.exec.pool.ParallelForRange(n_ctx, 64, [&](int64_t p0, int64_t p1, int) {
     thread_local std::vector<float> row;
-    row.resize(static_cast<size_t>(d.latent + d.rope));
+    row.resize(static_cast<size_t>(d.latent) + static_cast<size_t>(d.rope));
     for (int64_t p = p0; p < p1; ++p) {
       DecodeKvRow(cache_rows.format,
                   cache_rows.Row(blocks[static_cast<size_t>(p / block_size)],
@@ -136,9 +136,10 @@ void TilesF32(const LayerContext& ctx, const Dims& d, const float* q, const Sequ
         }
       }
     }
-    for (int64_t p = 0; p < n_ctx; ++p)
+    for (int64_t p = 0; p < n_ctx; ++p) {
       std::copy_n(e.kv.data() + p * d.kv_width + h * (d.nope + d.dv) + d.nope, d.dv,
                   v_h + p * d.dv);
+    }
   });
   ctx.exec.pool.ParallelFor(d.n_head * TileCount(slice), [&](int64_t item, int) {
     const QueryTile tile = TileOf(ctx, slice, item);
