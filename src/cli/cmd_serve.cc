@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include "cli/common.h"
 #include "core/error.h"
 #include "runtime/engine.h"
+#include "runtime/generator.h"
 #include "server/http_server.h"
 #include "tokenizer/tokenizer_error.h"
 
@@ -36,6 +38,7 @@ struct ServeArgs {
   int http_threads = 64;
   std::string max_body = "4MiB";
   double shutdown_grace = 5.0;
+  int warmup_tokens = -1;  // -1: max_prefill_tokens
 };
 
 void LogLine(const std::string& line) {
@@ -45,6 +48,32 @@ void LogLine(const std::string& line) {
   localtime_r(&now, &tm);
   std::strftime(stamp, sizeof(stamp), "%H:%M:%S", &tm);
   std::fprintf(stderr, "[%s] %s\n", stamp, line.c_str());
+}
+
+// Runs one prefill of `tokens` tokens (the largest prefill step) and two decode steps on a
+// temporary sequence, before the engine exists: the first real request then finds the scratch
+// arena, the threads' buffers and the KV blocks already in memory instead of paying for fresh
+// pages (~50 ms for a 1,000-token prompt on the bench machine). Leaves no trace in the cache or the
+// engine's counters; a failure only skips it.
+void WarmUp(const Model& model, Exec& exec, KvCache& cache, int tokens) {
+  const auto start = std::chrono::steady_clock::now();
+  const int32_t seq = cache.AddSequence();
+  try {
+    // Spread-out ids, so the routed experts of every layer see tokens (all their code paths).
+    std::vector<int32_t> prompt(static_cast<size_t>(tokens));
+    const int64_t vocab = model.config().vocab_size;
+    for (int i = 0; i < tokens; ++i)
+      prompt[static_cast<size_t>(i)] = static_cast<int32_t>((int64_t{i} * 7919 + 13) % vocab);
+    Generate(model, exec, cache, seq, prompt, {.max_new_tokens = 2, .prefill_chunk = tokens});
+    LogLine("warm-up: " + std::to_string(tokens) + "-token prefill and 2 decode steps in " +
+            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::steady_clock::now() - start)
+                               .count()) +
+            " ms");
+  } catch (const Error& e) {
+    LogLine(std::string("warm-up skipped: ") + e.what());
+  }
+  cache.RemoveSequence(seq);
 }
 
 int RunServe(const ServeArgs& args) {
@@ -92,6 +121,10 @@ int RunServe(const ServeArgs& args) {
         .dir = args.prefix_cache_dir,
         .budget_bytes = ParseByteSize(args.prefix_cache_disk_budget, "--prefix-cache-disk-budget")};
   }
+  int64_t warmup_tokens = args.warmup_tokens < 0 ? args.max_prefill_tokens : args.warmup_tokens;
+  warmup_tokens = std::min(warmup_tokens, model->config().max_position_embeddings);
+  if (args.max_context > 0) warmup_tokens = std::min(warmup_tokens, args.max_context);
+  if (warmup_tokens > 0) WarmUp(*model, exec, *cache, static_cast<int>(warmup_tokens));
   Engine engine(*model, exec, *cache, options);
 
   server::ApiContext context{.tokenizer = tokenizer ? &*tokenizer : nullptr,
@@ -173,6 +206,10 @@ void RegisterServe(CLI::App& app, int* exit_code) {
                   "Directory for evicted prefix blocks (survives restarts)");
   cmd->add_option("--prefix-cache-disk-budget", args->prefix_cache_disk_budget,
                   "Size cap of --prefix-cache-dir")
+      ->capture_default_str();
+  cmd->add_option("--warmup-tokens", args->warmup_tokens,
+                  "Prefill this many dummy tokens at start so the first request finds its memory "
+                  "ready (-1: --max-prefill-tokens; 0: no warm-up)")
       ->capture_default_str();
   cmd->add_option("--http-threads", args->http_threads, "HTTP worker threads (one per open stream)")
       ->capture_default_str();

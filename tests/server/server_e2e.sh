@@ -56,6 +56,7 @@ start_server "$work/server1.log"
 run_phase main || status=1
 stop_server || status=1
 grep -q "stopped" "$work/server1.log" || { echo "no graceful stop in the log"; status=1; }
+grep -q "warm-up: .*-token prefill" "$work/server1.log" || { echo "no start-up warm-up in the log"; status=1; }
 ls "$work/cache"/*.kvb >/dev/null 2>&1 || { echo "no prefix blocks on disk after shutdown"; status=1; }
 
 start_server "$work/server2.log"

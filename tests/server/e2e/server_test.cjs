@@ -132,6 +132,14 @@ async function prefixPhase(label) {
 
 async function main() {
   if (args.phase === 'main') {
+    await test('the start-up warm-up leaves no trace: no requests, tokens or KV blocks counted', async () => {
+      const m = (await raw('GET', '/metrics')).text;
+      for (const name of ['mlarun_requests_total', 'mlarun_prompt_tokens_total', 'mlarun_completion_tokens_total',
+                          'mlarun_kv_blocks_used']) {
+        check(new RegExp('^' + name + ' 0$', 'm').test(m), name + ' is not 0');
+      }
+    });
+
     await test('GET /v1/models lists the served model', async () => {
       const list = await client.models.list();
       check(list.data.length === 1 && list.data[0].id === 'tiny', JSON.stringify(list.data));
@@ -343,9 +351,9 @@ async function main() {
     });
   } else if (args.phase === 'restart') {
     await test('disk prefix cache: after a restart the prefix is served from disk', async () => {
-      // The new process's first requests pay for fresh memory (scratch arena, KV pool), and the
-      // machine's speed drifts between phases: warm the process up with an unrelated request and
-      // compare with a cold 1,000-token prefill measured now, in the same process.
+      // The machine's speed drifts between phases: after one more warm-up request (besides the
+      // server's own start-up warm-up), compare with a cold 1,000-token prefill measured now, in
+      // the same process.
       await streamCompletion({ model: 'm', prompt: ids(31337, 24), max_tokens: 1, temperature: 0 });
       const cold = await streamCompletion({ model: 'm', prompt: ids(777, 1000).concat([11, 12]),
                                             max_tokens: 4, temperature: 0 });
