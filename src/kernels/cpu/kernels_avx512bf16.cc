@@ -275,24 +275,25 @@ template <int MR>
 inline void PairGemmTile(int64_t k_pairs, const uint32_t* a, int64_t lda, const uint32_t* panel,
                          float* c, int64_t ldc, bool accumulate, const __mmask16 (&masks)[4]) {
   __m512 acc[MR][4];
-  for (int i = 0; i < MR; ++i) {
-    for (int v = 0; v < 4; ++v) {
+  for (int64_t i = 0; i < MR; ++i) {
+    for (int64_t v = 0; v < 4; ++v) {
       acc[i][v] =
           accumulate ? _mm512_maskz_loadu_ps(masks[v], c + i * ldc + v * 16) : _mm512_setzero_ps();
     }
   }
   for (int64_t kk = 0; kk < k_pairs; ++kk) {
     __m512bh b[4];
-    for (int v = 0; v < 4; ++v) {
+    for (int64_t v = 0; v < 4; ++v) {
       b[v] = (__m512bh)_mm512_loadu_si512(panel + kk * kPairPanelCols + v * 16);
     }
-    for (int i = 0; i < MR; ++i) {
+    for (int64_t i = 0; i < MR; ++i) {
       const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[i * lda + kk]));
-      for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], av, b[v]);
+      for (int64_t v = 0; v < 4; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], av, b[v]);
     }
   }
-  for (int i = 0; i < MR; ++i) {
-    for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(c + i * ldc + v * 16, masks[v], acc[i][v]);
+  for (int64_t i = 0; i < MR; ++i) {
+    for (int64_t v = 0; v < 4; ++v)
+      _mm512_mask_storeu_ps(c + i * ldc + v * 16, masks[v], acc[i][v]);
   }
 }
 
@@ -323,18 +324,22 @@ void GemmBf16Pairs(int64_t m, int64_t n, int64_t k_pairs, const uint32_t* a, int
       const uint32_t* a_chunk = a + k0;
       float* c_panel = c + j;
       int64_t i = 0;
-      for (; i + 6 <= m; i += 6)
+      for (; i + 6 <= m; i += 6) {
         PairGemmTile<6>(kc, a_chunk + i * lda, lda, panel, c_panel + i * ldc, ldc, accumulate,
                         masks);
-      for (; i + 4 <= m; i += 4)
+      }
+      for (; i + 4 <= m; i += 4) {
         PairGemmTile<4>(kc, a_chunk + i * lda, lda, panel, c_panel + i * ldc, ldc, accumulate,
                         masks);
-      for (; i + 2 <= m; i += 2)
+      }
+      for (; i + 2 <= m; i += 2) {
         PairGemmTile<2>(kc, a_chunk + i * lda, lda, panel, c_panel + i * ldc, ldc, accumulate,
                         masks);
-      for (; i < m; ++i)
+      }
+      for (; i < m; ++i) {
         PairGemmTile<1>(kc, a_chunk + i * lda, lda, panel, c_panel + i * ldc, ldc, accumulate,
                         masks);
+      }
     }
   }
 }
