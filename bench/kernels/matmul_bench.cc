@@ -65,7 +65,8 @@ WeightMatrix GetMatrix(DType dtype, int64_t rows) {
   return m;
 }
 
-void BM_MatMul(benchmark::State& state, Isa isa, DType dtype) {
+void BM_MatMul(benchmark::State& state, Isa isa, DType dtype,
+               Bf16Layout layout = Bf16Layout::kRowMajor) {
   if (!IsaSupported(isa)) {
     state.SkipWithError("ISA not supported on this CPU");
     return;
@@ -75,7 +76,9 @@ void BM_MatMul(benchmark::State& state, Isa isa, DType dtype) {
   const int64_t n_tokens = state.range(1);
   ThreadPool pool(static_cast<int>(state.range(2)));
   Exec exec{pool, GetKernelTable(isa)};
-  const WeightMatrix w = GetMatrix(dtype, rows);
+  WeightMatrix w = GetMatrix(dtype, rows);
+  // Packed bf16: the same random words read as 16-row groups (rows are multiples of 16 here).
+  w.bf16_layout = layout;
   std::vector<float> x(static_cast<size_t>(n_tokens * cols), 0.5f);
   std::vector<float> y(static_cast<size_t>(n_tokens * rows));
   for (auto _ : state) {
@@ -110,6 +113,9 @@ BENCHMARK_CAPTURE(BM_MatMul, scalar_bf16, Isa::kScalar, DType::kBF16)->Apply(Sha
 BENCHMARK_CAPTURE(BM_MatMul, avx2_bf16, Isa::kAvx2, DType::kBF16)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx512_bf16, Isa::kAvx512, DType::kBF16)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx512bf16dot_bf16, Isa::kAvx512Bf16, DType::kBF16)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_MatMul, avx512bf16dot_bf16packed, Isa::kAvx512Bf16, DType::kBF16,
+                  Bf16Layout::kPacked16)
+    ->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx512_f32, Isa::kAvx512, DType::kF32)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, scalar_q8, Isa::kScalar, DType::kI8)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx2_q8, Isa::kAvx2, DType::kI8)->Apply(Shapes);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/packed_bf16.h"
 #include "kernels/quant.h"
 
 namespace mlarun {
@@ -32,6 +33,13 @@ void WeightMatrix::DecodeRow(int64_t r, float* out) const {
       return;
     }
     case DType::kBF16: {
+      if (bf16_layout == Bf16Layout::kPacked16) {
+        thread_local std::vector<uint16_t> row;
+        row.resize(static_cast<size_t>(n));
+        UnpackBf16Row(static_cast<const uint32_t*>(data), n, r, row.data());
+        for (int64_t c = 0; c < n; ++c) out[c] = BF16ToF32(row[static_cast<size_t>(c)]);
+        return;
+      }
       const uint16_t* src = static_cast<const uint16_t*>(data) + r * n;
       for (int64_t c = 0; c < n; ++c) out[c] = BF16ToF32(src[c]);
       return;

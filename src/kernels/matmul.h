@@ -17,6 +17,14 @@ enum class Q8Layout {
   kPacked16,
 };
 
+// How kBF16 values are laid out.
+enum class Bf16Layout {
+  kRowMajor,  // as in files: [rows, cols]
+  // packed_bf16.h: groups of 16 rows, pairs of columns interleaved (cols even). Read by the
+  // AVX512-BF16 table's outer-product kernels; the other tables decode it row by row.
+  kPacked16,
+};
+
 // A read-only weight matrix as stored in the checkpoint (row-major, PyTorch Linear layout).
 struct WeightMatrix {
   DType dtype = DType::kF32;   // kF32, kF16, kBF16, kF8E4M3, kI8 (Q8 blocks, see quant.h)
@@ -32,6 +40,8 @@ struct WeightMatrix {
   const uint16_t* q8_scales = nullptr;
   // kI8: the layout of data and q8_scales; the matmul kernels need kPacked16.
   Q8Layout q8_layout = Q8Layout::kRowMajor;
+  // kBF16: the layout of data.
+  Bf16Layout bf16_layout = Bf16Layout::kRowMajor;
   // kF32 only: elements between row starts (0: cols), for views into wider rows.
   int64_t row_stride = 0;
 

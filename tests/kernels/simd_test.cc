@@ -11,6 +11,7 @@
 #include "kernels/attention.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
+#include "kernels/packed_bf16.h"
 #include "kernels/quant.h"
 
 namespace mlarun {
@@ -414,6 +415,67 @@ TEST_P(SimdTest, Bf16PairGemmMatchesDoubleReference) {
             ASSERT_EQ(c[static_cast<size_t>(i * ldc + j)], -7.0f) << "wrote past n";
           }
         }
+      }
+    }
+  }
+}
+
+TEST_P(SimdTest, PackedBf16MatMulIsBatchInvariantAndMatchesRowMajor) {
+  const int64_t rows = 37;  // a partial last group of 16
+  const int64_t max_tokens = 13;
+  for (int64_t cols : {2, 64, 150, 2050}) {
+    const std::vector<float> wf = Random(static_cast<size_t>(rows * cols), 91);
+    std::vector<uint16_t> w(wf.size());
+    for (size_t i = 0; i < w.size(); ++i) w[i] = F32ToBF16(wf[i]);
+    std::vector<uint32_t> packed(PackedBf16Bytes(rows, cols) / sizeof(uint32_t), 0);
+    PackBf16Rows(w.data(), cols, 0, rows, packed.data());
+    std::vector<uint16_t> row(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      UnpackBf16Row(packed.data(), cols, r, row.data());
+      ASSERT_TRUE(std::equal(row.begin(), row.end(), w.begin() + r * cols)) << r;
+    }
+    const WeightMatrix row_major{
+        .dtype = DType::kBF16, .rows = rows, .cols = cols, .data = w.data()};
+    const WeightMatrix m{.dtype = DType::kBF16,
+                         .rows = rows,
+                         .cols = cols,
+                         .data = packed.data(),
+                         .bf16_layout = Bf16Layout::kPacked16};
+    const std::vector<float> x = Random(static_cast<size_t>(max_tokens * cols), 92);
+    std::vector<uint16_t> xb(x.size());
+    for (size_t i = 0; i < x.size(); ++i) xb[i] = F32ToBF16(x[i]);
+    std::vector<float> batched(static_cast<size_t>(max_tokens * rows));
+    if (simd().matmul_rows_bf16 == nullptr) {
+      // Exact tables decode packed rows: the row-major results up to float32 rounding.
+      std::vector<float> expected(batched.size());
+      simd().matmul_rows(m, 0, rows, x.data(), max_tokens, batched.data(), rows);
+      simd().matmul_rows(row_major, 0, rows, x.data(), max_tokens, expected.data(), rows);
+      for (size_t i = 0; i < batched.size(); ++i)
+        ASSERT_NEAR(batched[i], expected[i], 1e-5 * (1.0 + std::abs(expected[i]))) << cols;
+      continue;
+    }
+    simd().matmul_rows_bf16(m, 0, rows, xb.data(), max_tokens, batched.data(), rows);
+    for (int64_t t = 0; t < max_tokens; ++t) {
+      for (int64_t r = 0; r < rows; ++r) {
+        double expected = 0.0;
+        for (int64_t c = 0; c < cols; ++c) {
+          expected += static_cast<double>(BF16ToF32(xb[static_cast<size_t>(t * cols + c)])) *
+                      BF16ToF32(w[static_cast<size_t>(r * cols + c)]);
+        }
+        ASSERT_NEAR(batched[static_cast<size_t>(t * rows + r)], expected, 1e-6 * cols)
+            << cols << " " << t << " " << r;
+      }
+      // One token alone, and a row range that splits groups: bitwise the batch's values.
+      std::vector<float> single(static_cast<size_t>(rows));
+      simd().matmul_rows_bf16(m, 0, rows, xb.data() + t * cols, 1, single.data(), rows);
+      std::vector<float> part(static_cast<size_t>(rows), -9.0f);
+      simd().matmul_rows_bf16(m, 5, 29, xb.data() + t * cols, 1, part.data() + 5, rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(single[static_cast<size_t>(r)], batched[static_cast<size_t>(t * rows + r)])
+            << cols << " " << t << " " << r;
+        ASSERT_EQ(part[static_cast<size_t>(r)],
+                  r >= 5 && r < 29 ? batched[static_cast<size_t>(t * rows + r)] : -9.0f)
+            << cols << " " << t << " " << r;
       }
     }
   }

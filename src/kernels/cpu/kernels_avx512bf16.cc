@@ -10,6 +10,7 @@
 #include "kernels/cpu/token_tiles.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
+#include "kernels/packed_bf16.h"
 
 namespace mlarun::avx512bf16 {
 
@@ -59,9 +60,17 @@ inline void TokenTile(const uint16_t* const* rows, int64_t n_rows, const uint16_
   for (; r < n_rows; ++r) Tile<1, NT>(rows + r, x, cols, y + r, ldy);
 }
 
-// Token tiles outer (a tile of activations stays in L1), row blocks of 64 (in L2).
+void MatMulRowsPackedBf16(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
+                          const uint16_t* x_bf16, int64_t n_tokens, float* y, int64_t ldy);
+
+// Token tiles outer (a tile of activations stays in L1), row blocks of 64 (in L2). Packed
+// weights go to the outer-product kernel below.
 void MatMulRowsBf16(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const uint16_t* x,
                     int64_t n_tokens, float* y, int64_t ldy) {
+  if (w.bf16_layout == Bf16Layout::kPacked16) {
+    MatMulRowsPackedBf16(w, row_begin, row_end, x, n_tokens, y, ldy);
+    return;
+  }
   constexpr int64_t kBlockRows = 64;
   const int64_t cols = w.cols;
   const uint16_t* base = static_cast<const uint16_t*>(w.data);
@@ -268,23 +277,39 @@ constexpr int64_t kPairPanelCols = 64;
 // tiles of A pass over it.
 constexpr int64_t kPairPanelDepth = 128;
 
-// c[i, j] (+)= sum_kk a[i, kk] . panel[kk, j] for MR rows and the 64 panel columns, stored
-// under the column masks: MR x 4 accumulators in registers over the whole depth, one vdpbf16ps
-// per (row, vector) and pair of k (6 x 4: 24 accumulators, 4 panel loads and 6 broadcasts).
-template <int MR>
-inline void PairGemmTile(int64_t k_pairs, const uint32_t* a, int64_t lda, const uint32_t* panel,
-                         float* c, int64_t ldc, bool accumulate, const __mmask16 (&masks)[4]) {
+// The 64 columns of C a tile computes: vector v (16 columns) of B at pair kk is the 16 words at
+// b[v] + kk * ldb; `masks[v]` selects the columns stored.
+struct PairColumns {
+  const uint32_t* b[4];
+  int64_t ldb;
+  __mmask16 masks[4];
+};
+
+// Words (4 KB) ahead of each column stream that the first tile over a chunk of weights prefetches
+// (it brings them in from memory; the same distance as the packed int8 kernel's).
+constexpr int64_t kPairPrefetchWords = 1024;
+
+// c[i, j] (+)= sum_kk a[i, kk] . B[kk, j] for MR rows and the 64 columns, stored under the
+// masks: MR x 4 accumulators in registers over the whole depth, one vdpbf16ps per (row, vector)
+// and pair of k (6 x 4: 24 accumulators, 4 column loads and 6 broadcasts per pair).
+template <int MR, bool kPrefetch>
+inline void PairGemmTile(int64_t k_pairs, const uint32_t* a, int64_t lda, const PairColumns& cols,
+                         float* c, int64_t ldc, bool accumulate) {
   __m512 acc[MR][4];
   for (int64_t i = 0; i < MR; ++i) {
     for (int64_t v = 0; v < 4; ++v) {
-      acc[i][v] =
-          accumulate ? _mm512_maskz_loadu_ps(masks[v], c + i * ldc + v * 16) : _mm512_setzero_ps();
+      acc[i][v] = accumulate ? _mm512_maskz_loadu_ps(cols.masks[v], c + i * ldc + v * 16)
+                             : _mm512_setzero_ps();
     }
   }
   for (int64_t kk = 0; kk < k_pairs; ++kk) {
     __m512bh b[4];
     for (int64_t v = 0; v < 4; ++v) {
-      b[v] = (__m512bh)_mm512_loadu_si512(panel + kk * kPairPanelCols + v * 16);
+      const uint32_t* column = cols.b[v] + kk * cols.ldb;
+      if constexpr (kPrefetch) {
+        _mm_prefetch(reinterpret_cast<const char*>(column + kPairPrefetchWords), _MM_HINT_T0);
+      }
+      b[v] = (__m512bh)_mm512_loadu_si512(column);
     }
     for (int64_t i = 0; i < MR; ++i) {
       const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[i * lda + kk]));
@@ -292,14 +317,44 @@ inline void PairGemmTile(int64_t k_pairs, const uint32_t* a, int64_t lda, const 
     }
   }
   for (int64_t i = 0; i < MR; ++i) {
-    for (int64_t v = 0; v < 4; ++v)
-      _mm512_mask_storeu_ps(c + i * ldc + v * 16, masks[v], acc[i][v]);
+    for (int64_t v = 0; v < 4; ++v) {
+      _mm512_mask_storeu_ps(c + i * ldc + v * 16, cols.masks[v], acc[i][v]);
+    }
+  }
+}
+
+// Rows [0, m) of A (and C) in tiles of 6, then 4, 2 and 1 rows against one set of columns; the
+// first tile prefetches ahead in the column streams when asked.
+template <bool kPrefetchFirst>
+inline void PairGemmRows(int64_t m, int64_t k_pairs, const uint32_t* a, int64_t lda,
+                         const PairColumns& cols, float* c, int64_t ldc, bool accumulate) {
+  int64_t i = 0;
+  if constexpr (kPrefetchFirst) {
+    if (m >= 6) {
+      PairGemmTile<6, true>(k_pairs, a, lda, cols, c, ldc, accumulate);
+      i = 6;
+    } else {
+      PairGemmTile<1, true>(k_pairs, a, lda, cols, c, ldc, accumulate);
+      i = 1;
+    }
+  }
+  for (; i + 6 <= m; i += 6) {
+    PairGemmTile<6, false>(k_pairs, a + i * lda, lda, cols, c + i * ldc, ldc, accumulate);
+  }
+  for (; i + 4 <= m; i += 4) {
+    PairGemmTile<4, false>(k_pairs, a + i * lda, lda, cols, c + i * ldc, ldc, accumulate);
+  }
+  for (; i + 2 <= m; i += 2) {
+    PairGemmTile<2, false>(k_pairs, a + i * lda, lda, cols, c + i * ldc, ldc, accumulate);
+  }
+  for (; i < m; ++i) {
+    PairGemmTile<1, false>(k_pairs, a + i * lda, lda, cols, c + i * ldc, ldc, accumulate);
   }
 }
 
 // Panels of B (kPairPanelDepth x kPairPanelCols, copied contiguous and zero-padded, so the tile
-// needs no masked loads and rows of B a power of two apart do not share L1 sets) against row
-// tiles of 6, then 4, 2 and 1 rows of A; between depth chunks the accumulators pass through C.
+// needs no masked loads and rows of B a power of two apart do not share L1 sets) against all the
+// rows of A; between depth chunks the accumulators pass through C.
 void GemmBf16Pairs(int64_t m, int64_t n, int64_t k_pairs, const uint32_t* a, int64_t lda,
                    const uint32_t* b, int64_t ldb, float* c, int64_t ldc) {
   thread_local std::vector<uint32_t> panel_buffer;
@@ -307,7 +362,6 @@ void GemmBf16Pairs(int64_t m, int64_t n, int64_t k_pairs, const uint32_t* a, int
   uint32_t* panel = panel_buffer.data();
   for (int64_t k0 = 0; k0 < k_pairs || k0 == 0; k0 += kPairPanelDepth) {
     const int64_t kc = std::min(kPairPanelDepth, k_pairs - k0);
-    const bool accumulate = k0 > 0;
     for (int64_t j = 0; j < n; j += kPairPanelCols) {
       const int64_t width = std::min(kPairPanelCols, n - j);
       for (int64_t kk = 0; kk < kc; ++kk) {
@@ -316,29 +370,54 @@ void GemmBf16Pairs(int64_t m, int64_t n, int64_t k_pairs, const uint32_t* a, int
         std::copy_n(src, width, dst);
         std::fill(dst + width, dst + kPairPanelCols, 0u);
       }
-      __mmask16 masks[4];
+      PairColumns cols{.ldb = kPairPanelCols};
       for (int64_t v = 0; v < 4; ++v) {
+        cols.b[v] = panel + v * 16;
         const int64_t lanes = std::clamp<int64_t>(width - v * 16, 0, 16);
-        masks[v] = static_cast<__mmask16>((1u << lanes) - 1u);
+        cols.masks[v] = static_cast<__mmask16>((1u << lanes) - 1u);
       }
-      const uint32_t* a_chunk = a + k0;
-      float* c_panel = c + j;
-      int64_t i = 0;
-      for (; i + 6 <= m; i += 6) {
-        PairGemmTile<6>(kc, a_chunk + i * lda, lda, panel, c_panel + i * ldc, ldc, accumulate,
-                        masks);
-      }
-      for (; i + 4 <= m; i += 4) {
-        PairGemmTile<4>(kc, a_chunk + i * lda, lda, panel, c_panel + i * ldc, ldc, accumulate,
-                        masks);
-      }
-      for (; i + 2 <= m; i += 2) {
-        PairGemmTile<2>(kc, a_chunk + i * lda, lda, panel, c_panel + i * ldc, ldc, accumulate,
-                        masks);
-      }
-      for (; i < m; ++i) {
-        PairGemmTile<1>(kc, a_chunk + i * lda, lda, panel, c_panel + i * ldc, ldc, accumulate,
-                        masks);
+      PairGemmRows<false>(m, kc, a + k0, lda, cols, c + j, ldc, k0 > 0);
+    }
+  }
+}
+
+// Packed bf16 weights (packed_bf16.h), rows [row_begin, row_end), against x_bf16 [n_tokens,
+// cols]: C = y with the tokens as rows and the weight rows as columns, 4 groups (64 rows) per
+// tile, the groups' words read in place (ldb 16), depth in chunks of kPairPanelDepth pairs (32 KB
+// of weights for 4 groups, in L1 while the token tiles pass). Every output is the same chain of
+// pair products in column order for any batch or range. Blocks that do not cover 64 rows of the
+// range are computed into a scratch tile and copied (no store outside the range).
+void MatMulRowsPackedBf16(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
+                          const uint16_t* x_bf16, int64_t n_tokens, float* y, int64_t ldy) {
+  const int64_t cols = w.cols;
+  const int64_t pairs = cols / 2;
+  const auto* x = reinterpret_cast<const uint32_t*>(x_bf16);
+  const auto* base = static_cast<const uint32_t*>(w.data);
+  const int64_t g_end = PackedBf16Groups(w.rows);
+  thread_local std::vector<float> edge;  // [n_tokens, 64]
+  for (int64_t g0 = row_begin / kBf16GroupRows; g0 * kBf16GroupRows < row_end; g0 += 4) {
+    const int64_t block_row = g0 * kBf16GroupRows;
+    const bool whole = block_row >= row_begin && block_row + 64 <= row_end && g0 + 4 <= g_end;
+    float* c = whole ? y + (block_row - row_begin) : nullptr;
+    int64_t ldc = ldy;
+    if (!whole) {
+      edge.resize(static_cast<size_t>(n_tokens * 64));
+      c = edge.data();
+      ldc = 64;
+    }
+    PairColumns columns{.ldb = kBf16GroupRows};
+    for (int64_t v = 0; v < 4; ++v) {
+      // Groups past the end read group g0's words; their columns are discarded.
+      columns.b[v] = base + PackedBf16GroupWords(g0 + v < g_end ? g0 + v : g0, cols);
+      columns.masks[v] = 0xffff;
+    }
+    PairGemmRows<true>(n_tokens, pairs, x, pairs, columns, c, ldc, false);
+    if (!whole) {
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        for (int64_t j = 0; j < 64; ++j) {
+          const int64_t r = block_row + j;
+          if (r >= row_begin && r < row_end) y[t * ldy + (r - row_begin)] = edge[t * 64 + j];
+        }
       }
     }
   }

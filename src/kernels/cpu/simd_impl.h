@@ -97,7 +97,8 @@ constexpr int64_t kFusedMaxTokens = 8;
 void MatMulRows(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
                 int64_t n_tokens, float* y, int64_t ldy) {
   const int64_t cols = w.cols;
-  if (w.dtype == DType::kF32 || (w.dtype == DType::kBF16 && n_tokens <= kFusedMaxTokens)) {
+  const bool bf16_row_major = w.dtype == DType::kBF16 && w.bf16_layout == Bf16Layout::kRowMajor;
+  if (w.dtype == DType::kF32 || (bf16_row_major && n_tokens <= kFusedMaxTokens)) {
     for (int64_t r0 = row_begin; r0 < row_end; r0 += kDecodeRows) {
       const int64_t n = std::min(kDecodeRows, row_end - r0);
       if (w.dtype == DType::kF32) {
@@ -122,7 +123,7 @@ void MatMulRows(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const
     const float* rows[kDecodeRows];
     for (int64_t r = 0; r < n; ++r) {
       float* dst = buffer.data() + r * cols;
-      if (w.dtype == DType::kBF16) {
+      if (bf16_row_major) {
         Bf16ToF32(static_cast<const uint16_t*>(w.data) + (r0 + r) * cols, dst, cols);
       } else {
         w.DecodeRow(r0 + r, dst);
