@@ -57,7 +57,7 @@ int RunBench(const BenchArgs& args) {
   const BandwidthProbe probe(exec);
   const double peak_before_load = probe.Measure(exec);
   const auto load_start = std::chrono::steady_clock::now();
-  const std::unique_ptr<Model> model = LoadModel(args.model, pool);
+  const std::unique_ptr<Model> model = LoadModel(args.model, pool, &exec.k);
   const double load_seconds = Seconds(load_start);
   const double peak_gb_s = std::max(peak_before_load, probe.Measure(exec));
   const int64_t vocab = model->config().vocab_size;

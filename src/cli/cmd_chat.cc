@@ -32,7 +32,7 @@ class ChatSession {
       : args_(args),
         exec_(exec),
         model_dir_(ResolveModelDir(args.model.model_dir)),
-        model_(LoadModel(args.model, exec.pool)),
+        model_(LoadModel(args.model, exec.pool, &exec.k)),
         tokenizer_(LoadTokenizer(model_dir_)),
         format_(DetectChatFormat(tokenizer_.chat_template(), model_->config().model_type)),
         cache_(MakeKvCache(*model_, args.kv)) {

@@ -38,7 +38,7 @@ int RunGenerate(const GenerateArgs& args) {
   ScratchArena scratch;  // forward-pass temporaries, reused across calls
   Exec exec{pool, SelectKernels(args.model), &scratch};
   const std::string model_dir = ResolveModelDir(args.model.model_dir);
-  const std::unique_ptr<Model> model = LoadModel(args.model, pool);
+  const std::unique_ptr<Model> model = LoadModel(args.model, pool, &exec.k);
   const bool text_mode = args.prompt_ids.empty();
   std::optional<Tokenizer> tokenizer;
   std::vector<int32_t> prompt;

@@ -25,7 +25,7 @@ int RunLogits(const LogitsArgs& args) {
   ThreadPool pool(args.model.threads);
   ScratchArena scratch;  // forward-pass temporaries, reused across calls
   Exec exec{pool, SelectKernels(args.model, "auto"), &scratch};  // exact f32 for comparisons
-  const std::unique_ptr<Model> model = LoadModel(args.model, pool);
+  const std::unique_ptr<Model> model = LoadModel(args.model, pool, &exec.k);
   const std::unique_ptr<KvCache> cache = MakeKvCache(*model, args.kv);
   const std::vector<int32_t> ids = ParseIdList(args.ids, "--ids");
   MlaPath path = MlaPath::kAuto;

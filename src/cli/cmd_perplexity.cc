@@ -34,7 +34,7 @@ int RunPerplexity(const PerplexityArgs& args) {
   Exec exec{pool, SelectKernels(args.model, "auto"),
             &scratch};  // exact f32, as the reference evaluation
   const std::string model_dir = ResolveModelDir(args.model.model_dir);
-  const std::unique_ptr<Model> model = LoadModel(args.model, pool);
+  const std::unique_ptr<Model> model = LoadModel(args.model, pool, &exec.k);
   const Tokenizer tokenizer = LoadTokenizer(model_dir);
   const std::string text = ReadInput(args.file);
   size_t bad = 0;

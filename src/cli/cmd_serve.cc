@@ -90,7 +90,7 @@ int RunServe(const ServeArgs& args) {
   ScratchArena scratch;  // forward-pass temporaries, reused across calls
   Exec exec{pool, SelectKernels(args.model), &scratch};
   const std::string model_dir = ResolveModelDir(args.model.model_dir);
-  const std::unique_ptr<Model> model = LoadModel(args.model, pool);
+  const std::unique_ptr<Model> model = LoadModel(args.model, pool, &exec.k);
   const std::unique_ptr<KvCache> cache = MakeKvCache(*model, args.kv);
 
   std::optional<Tokenizer> tokenizer;

@@ -24,7 +24,8 @@ void AddModelOptions(CLI::App& app, ModelArgs& args) {
       ->capture_default_str();
   app.add_option("--load", args.load,
                  "How weight files are loaded: mmap (in place, instant) or copy (read into "
-                 "huge-page memory: slower start, faster decode)")
+                 "huge-page memory, bf16 matrices packed for --isa fast: slower start, faster "
+                 "decode and prefill)")
       ->capture_default_str();
   app.add_option(
       "--isa", args.isa,
@@ -61,7 +62,8 @@ std::string ResolveModelDir(const std::string& model_dir) {
       "(models/default) was not found");
 }
 
-std::unique_ptr<Model> LoadModel(const ModelArgs& args, ThreadPool& pool) {
+std::unique_ptr<Model> LoadModel(const ModelArgs& args, ThreadPool& pool,
+                                 const KernelTable* kernels) {
   ModelLoadOptions options{.pool = &pool};
   if (args.weights == "int8") {
     options.weights = WeightFormat::kInt8;
@@ -70,6 +72,7 @@ std::unique_ptr<Model> LoadModel(const ModelArgs& args, ThreadPool& pool) {
   }
   if (args.load == "copy") {
     options.file_load = FileLoad::kCopy;
+    options.pack_bf16 = kernels != nullptr && kernels->matmul_rows_bf16 != nullptr;
   } else if (args.load != "mmap") {
     throw Error("--load: '" + args.load + "' is not one of mmap, copy");
   }

@@ -46,9 +46,12 @@ void AddKvOptions(CLI::App& app, KvArgs& args, const std::string& default_dtype)
 // Returns the model directory: --model, else $MLARUN_MODEL, else models/default next to the
 // source tree of this binary (build/bin/../../models/default) or the working directory.
 std::string ResolveModelDir(const std::string& model_dir);
-// Loads the model of --model (and --weights), with a progress bar on a terminal; `pool` is used
-// for load-time quantisation.
-std::unique_ptr<Model> LoadModel(const ModelArgs& args, ThreadPool& pool);
+// Loads the model of --model (and --weights, --load), with a progress bar on a terminal; `pool`
+// is used for load-time quantisation and packing. With `--load copy` and kernels that have bf16
+// dot products (`kernels`, the command's table), bf16 matrices are copied in the packed layout
+// those kernels read fastest (ModelLoadOptions::pack_bf16).
+std::unique_ptr<Model> LoadModel(const ModelArgs& args, ThreadPool& pool,
+                                 const KernelTable* kernels = nullptr);
 // The kernel set chosen by --isa, else $MLARUN_ISA, else `fallback` ("auto": exact f32
 // activations; "fast": bf16 activations for bf16 weights where the CPU has AVX512-BF16); throws
 // Error if the CPU lacks the requested set.

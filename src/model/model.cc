@@ -27,13 +27,16 @@ constexpr int64_t kNaiveMinTokens = 32;
 std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoadOptions& options) {
   std::unique_ptr<Model> model(new Model());
   model->config_ = LoadModelConfig(model_dir);
-  model->archive_ =
-      std::make_unique<SafetensorsArchive>(SafetensorsArchive::Open(model_dir, options.file_load));
-  LoadWeights(model->config_, *model->archive_, model_dir, model->weights_, options.on_progress);
   const bool int8 = options.weights == WeightFormat::kInt8 || model->config_.q8_weights;
+  const bool pack_bf16 = options.pack_bf16 && !int8;
+  model->archive_ = std::make_unique<SafetensorsArchive>(
+      SafetensorsArchive::Open(model_dir, pack_bf16 ? FileLoad::kMmap : options.file_load));
+  LoadWeights(model->config_, *model->archive_, model_dir, model->weights_, options.on_progress);
   std::unique_ptr<ThreadPool> own_pool;
   ThreadPool* pool = options.pool;
-  if (int8 && pool == nullptr) pool = (own_pool = std::make_unique<ThreadPool>(0)).get();
+  if ((int8 || pack_bf16) && pool == nullptr) {
+    pool = (own_pool = std::make_unique<ThreadPool>(0)).get();
+  }
   if (options.weights == WeightFormat::kInt8)
     QuantizeWeightsQ8(*pool, model->config_, model->weights_);
   model->PrepareDerived();
@@ -41,6 +44,7 @@ std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoad
     model->QuantizeDerivedQ8();
     PackQ8Weights(*pool, model->config_, model->weights_);
   }
+  if (pack_bf16) PackBf16Weights(*pool, model->config_, model->weights_);
   return model;
 }
 

@@ -51,7 +51,11 @@ struct ModelLoadOptions {
   // kMmap: weights used in place from the page cache (instant load); kCopy: read once into
   // anonymous huge-page memory (a read of the files at load; faster decode, docs/performance.md).
   FileLoad file_load = FileLoad::kMmap;
-  ThreadPool* pool = nullptr;  // for load-time quantisation; a temporary pool if null
+  // bf16 weights: copy the matrices into Bf16Layout::kPacked16 for the AVX512-BF16 kernels
+  // (`--isa fast`). With kCopy the files are then mapped instead of copied (the packed copies
+  // take the copy's place; the other tensors are read in place). Ignored for int8 weights.
+  bool pack_bf16 = false;
+  ThreadPool* pool = nullptr;  // for load-time quantisation and packing; a temporary pool if null
   std::function<void(int64_t, int64_t)> on_progress;  // (tensors bound, total)
 };
 

@@ -5,12 +5,14 @@
 // [rows, ceil(cols / 32)], one scale per block of 32 values of a row), packed at load.
 #include "model/quantize.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "kernels/packed_bf16.h"
 #include "kernels/quant.h"
 #include "model/safetensors.h"
 
@@ -190,6 +192,45 @@ void PackQ8Weights(ThreadPool& pool, const ModelConfig& config, ModelWeights& we
   for (LayerWeights& layer : weights.layers) {
     for (WeightMatrix& m : layer.mla.w_uk_t) pack(m);
   }
+}
+
+void PackBf16Weights(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights) {
+  std::vector<WeightMatrix*> targets;
+  auto consider = [&](WeightMatrix& m) {
+    if (m.dtype == DType::kBF16 && m.bf16_layout == Bf16Layout::kRowMajor && m.cols % 2 == 0 &&
+        m.rows > 0 && std::find(targets.begin(), targets.end(), &m) == targets.end()) {
+      targets.push_back(&m);
+    }
+  };
+  ForEachTensor(config, weights, [&](const TensorSlot& slot) {
+    if (slot.matrix != nullptr && !KeepsLoadedDtype(slot.name)) consider(*slot.matrix);
+  });
+  consider(weights.lm_head);  // also when tied: then a packed copy beside the embedding table
+  for (LayerWeights& layer : weights.layers) {
+    for (WeightMatrix& m : layer.mla.w_uk_t) consider(m);
+  }
+  // One buffer, each matrix at a 64-byte aligned offset.
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  for (const WeightMatrix* m : targets) {
+    offsets.push_back(total);
+    total += (PackedBf16Bytes(m->rows, m->cols) + 63) / 64 * 64;
+  }
+  if (targets.empty()) return;
+  HugePageBuffer buffer(total);  // zero-filled: the padding rows of last groups stay 0
+  for (size_t i = 0; i < targets.size(); ++i) {
+    WeightMatrix& m = *targets[i];
+    auto* dst = reinterpret_cast<uint32_t*>(buffer.data() + offsets[i]);
+    const auto* src = static_cast<const uint16_t*>(m.data);
+    const int64_t groups = PackedBf16Groups(m.rows);
+    pool.ParallelFor(groups, [&](int64_t g, int) {
+      PackBf16Rows(src, m.cols, g * kBf16GroupRows, std::min(m.rows, (g + 1) * kBf16GroupRows),
+                   dst);
+    });
+    m.data = dst;
+    m.bf16_layout = Bf16Layout::kPacked16;
+  }
+  weights.owned_pages.push_back(std::move(buffer));
 }
 
 void WriteQ8Model(const ModelConfig& config, const ModelWeights& loaded, const std::string& src_dir,

@@ -52,4 +52,10 @@ WeightMatrix PackQ8Matrix(ThreadPool* pool, const WeightMatrix& row_major, Model
 // the packed layout. One copy at load; files keep the portable row-major layout.
 void PackQ8Weights(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights);
 
+// Replaces every row-major bf16 matrix the matmul kernels read (not the embedding table, not the
+// router; a tied lm_head gets its own copy) that has an even number of columns by a copy in
+// Bf16Layout::kPacked16 (packed_bf16.h), all in one huge-page buffer, rows in parallel. For the
+// AVX512-BF16 kernels, whose outer-product form needs that layout (docs/performance.md).
+void PackBf16Weights(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights);
+
 }  // namespace mlarun

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/huge_pages.h"
 #include "kernels/matmul.h"  // WeightMatrix
 #include "model/config.h"
 
@@ -77,6 +78,7 @@ struct ModelWeights {
   WeightMatrix lm_head;       // [vocab, hidden] (embed_tokens when tied)
   std::vector<LayerWeights> layers;
   std::vector<std::unique_ptr<uint8_t[]>> owned;  // copies of unaligned or derived tensors
+  std::vector<HugePageBuffer> owned_pages;        // packed bf16 copies (PackBf16Weights)
 };
 
 // What a tensor binds to: exactly one of matrix / vector is set.
