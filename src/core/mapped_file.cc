@@ -67,6 +67,16 @@ MappedFile::MappedFile(const std::string& path, FileLoad load) : path_(path) {
   data_ = copy_.data();
 }
 
+void MappedFile::ReleasePages(const uint8_t* begin, size_t bytes) const {
+  if (data_ == nullptr || copy_.data() != nullptr) return;
+  if (begin < data_ || begin + bytes > data_ + size_) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  // Whole pages inside the range only: the neighbours' bytes stay mapped.
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(begin) + bytes) / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : path_(std::move(other.path_)),
       data_(std::exchange(other.data_, nullptr)),

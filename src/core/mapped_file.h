@@ -30,6 +30,10 @@ class MappedFile {
   MappedFile& operator=(MappedFile&& other) = delete;
 
   const uint8_t* data() const { return data_; }
+  // Mapped files only (no-op for copies or ranges outside the file): unmaps the whole pages of
+  // [begin, begin + bytes) from this process (MADV_DONTNEED; they stay in the reclaimable page
+  // cache and are read back if touched again). For tensors that were copied elsewhere.
+  void ReleasePages(const uint8_t* begin, size_t bytes) const;
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 

@@ -44,7 +44,13 @@ std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoad
     model->QuantizeDerivedQ8();
     PackQ8Weights(*pool, model->config_, model->weights_);
   }
-  if (pack_bf16) PackBf16Weights(*pool, model->config_, model->weights_);
+  if (pack_bf16) {
+    // The mapped file's pages of packed matrices are then dropped from the process (they stay
+    // in the reclaimable page cache), so memory holds the weights once.
+    const SafetensorsArchive& archive = *model->archive_;
+    PackBf16Weights(*pool, model->config_, model->weights_,
+                    [&](const void* data, size_t bytes) { archive.ReleasePages(data, bytes); });
+  }
   return model;
 }
 

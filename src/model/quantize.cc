@@ -194,7 +194,8 @@ void PackQ8Weights(ThreadPool& pool, const ModelConfig& config, ModelWeights& we
   }
 }
 
-void PackBf16Weights(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights) {
+void PackBf16Weights(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights,
+                     const std::function<void(const void*, size_t)>& replaced) {
   std::vector<WeightMatrix*> targets;
   auto consider = [&](WeightMatrix& m) {
     if (m.dtype == DType::kBF16 && m.bf16_layout == Bf16Layout::kRowMajor && m.cols % 2 == 0 &&
@@ -227,6 +228,9 @@ void PackBf16Weights(ThreadPool& pool, const ModelConfig& config, ModelWeights& 
       PackBf16Rows(src, m.cols, g * kBf16GroupRows, std::min(m.rows, (g + 1) * kBf16GroupRows),
                    dst);
     });
+    if (replaced && m.data != weights.embed_tokens.data) {  // a tied embedding stays in use
+      replaced(m.data, static_cast<size_t>(m.rows * m.cols) * sizeof(uint16_t));
+    }
     m.data = dst;
     m.bf16_layout = Bf16Layout::kPacked16;
   }

@@ -2,6 +2,7 @@
 // (safetensors with I8 weights + F16 block scales, loadable without re-quantising).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,8 @@ void PackQ8Weights(ThreadPool& pool, const ModelConfig& config, ModelWeights& we
 // router; a tied lm_head gets its own copy) that has an even number of columns by a copy in
 // Bf16Layout::kPacked16 (packed_bf16.h), all in one huge-page buffer, rows in parallel. For the
 // AVX512-BF16 kernels, whose outer-product form needs that layout (docs/performance.md).
-void PackBf16Weights(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights);
+// `replaced` (optional) is called with each replaced matrix's former bytes.
+void PackBf16Weights(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights,
+                     const std::function<void(const void*, size_t)>& replaced = {});
 
 }  // namespace mlarun

@@ -151,6 +151,10 @@ const TensorInfo* SafetensorsArchive::Find(const std::string& name) const {
   return it == tensors_.end() ? nullptr : &it->second;
 }
 
+void SafetensorsArchive::ReleasePages(const void* data, size_t bytes) const {
+  for (const auto& f : files_) f->ReleasePages(static_cast<const uint8_t*>(data), bytes);
+}
+
 size_t SafetensorsArchive::MappedBytes() const {
   size_t total = 0;
   for (const auto& f : files_) total += f->size();

@@ -40,6 +40,9 @@ class SafetensorsArchive {
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
   // Total bytes of all mapped files.
   size_t MappedBytes() const;
+  // Unmaps the whole pages of a tensor's bytes that has been copied elsewhere (mapped files only;
+  // see MappedFile::ReleasePages).
+  void ReleasePages(const void* data, size_t bytes) const;
 
  private:
   void AddFile(const std::string& path, FileLoad load);
