@@ -69,12 +69,15 @@ MappedFile::MappedFile(const std::string& path, FileLoad load) : path_(path) {
 
 void MappedFile::ReleasePages(const uint8_t* begin, size_t bytes) const {
   if (data_ == nullptr || copy_.data() != nullptr) return;
-  if (begin < data_ || begin + bytes > data_ + size_) return;
-  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  // Whole pages inside the range only: the neighbours' bytes stay mapped.
-  const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
-  const uintptr_t last = (reinterpret_cast<uintptr_t>(begin) + bytes) / page * page;
-  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  const auto base = reinterpret_cast<uintptr_t>(data_);
+  const auto address = reinterpret_cast<uintptr_t>(begin);
+  if (address < base || address + bytes > base + size_) return;
+  // Whole pages inside the range only (the mapping starts on a page): neighbours stay mapped.
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t offset = address - base;
+  const size_t first = (offset + page - 1) / page * page;
+  const size_t last = (offset + bytes) / page * page;
+  if (last > first) ::madvise(const_cast<uint8_t*>(data_) + first, last - first, MADV_DONTNEED);
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
