@@ -328,6 +328,7 @@ inline void PairGemmTile(int64_t k_pairs, const uint32_t* a, int64_t lda, const 
 template <bool kPrefetchFirst>
 inline void PairGemmRows(int64_t m, int64_t k_pairs, const uint32_t* a, int64_t lda,
                          const PairColumns& cols, float* c, int64_t ldc, bool accumulate) {
+  if (m <= 0) return;
   int64_t i = 0;
   if constexpr (kPrefetchFirst) {
     if (m >= 6) {
@@ -389,6 +390,7 @@ void GemmBf16Pairs(int64_t m, int64_t n, int64_t k_pairs, const uint32_t* a, int
 // range are computed into a scratch tile and copied (no store outside the range).
 void MatMulRowsPackedBf16(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
                           const uint16_t* x_bf16, int64_t n_tokens, float* y, int64_t ldy) {
+  if (n_tokens <= 0) return;
   const int64_t cols = w.cols;
   const int64_t pairs = cols / 2;
   const auto* x = reinterpret_cast<const uint32_t*>(x_bf16);
