@@ -41,6 +41,12 @@ inline uint32_t F32ToBits(float f) {
 
 inline float BF16ToF32(uint16_t h) { return BitsToF32(static_cast<uint32_t>(h) << 16); }
 
+// Two bf16 values in one 32-bit word, `low` in the low half: the "pair" that one lane of
+// vdpbf16ps multiplies (kernel_table.h gemm_bf16_pairs, kernels/packed_bf16.h).
+inline uint32_t BF16Pair(uint16_t low, uint16_t high) {
+  return static_cast<uint32_t>(low) | (static_cast<uint32_t>(high) << 16);
+}
+
 // Rounds to nearest even; NaN stays NaN.
 inline uint16_t F32ToBF16(float f) {
   uint32_t bits = F32ToBits(f);

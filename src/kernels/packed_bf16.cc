@@ -1,6 +1,8 @@
 // Packing and unpacking of bf16 weights in groups of 16 rows of column pairs (packed_bf16.h).
 #include "kernels/packed_bf16.h"
 
+#include "core/dtype.h"
+
 namespace mlarun {
 
 void PackBf16Rows(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
@@ -11,7 +13,7 @@ void PackBf16Rows(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t 
     uint32_t* group = dst + PackedBf16GroupWords(r / kBf16GroupRows, cols);
     const int64_t lane = r % kBf16GroupRows;
     for (int64_t kk = 0; kk < pairs; ++kk) {
-      group[kk * kBf16GroupRows + lane] = uint32_t{row[2 * kk]} | (uint32_t{row[2 * kk + 1]} << 16);
+      group[kk * kBf16GroupRows + lane] = BF16Pair(row[2 * kk], row[2 * kk + 1]);
     }
   }
 }

@@ -49,8 +49,4 @@ double BandwidthProbe::Measure(Exec& exec, int repeats) const {
   return best;
 }
 
-double MeasureReadBandwidth(Exec& exec, size_t bytes, int repeats) {
-  return BandwidthProbe(exec, bytes).Measure(exec, repeats);
-}
-
 }  // namespace mlarun

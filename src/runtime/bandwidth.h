@@ -23,7 +23,4 @@ class BandwidthProbe {
   int64_t n_ = 0;  // floats
 };
 
-// One-off: BandwidthProbe(exec, bytes).Measure(exec, repeats).
-double MeasureReadBandwidth(Exec& exec, size_t bytes = size_t{1} << 30, int repeats = 8);
-
 }  // namespace mlarun

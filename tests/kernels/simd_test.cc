@@ -374,7 +374,7 @@ std::vector<uint32_t> RandomBf16Pairs(size_t n, uint64_t seed) {
   const std::vector<float> v = Random(2 * n, seed);
   std::vector<uint32_t> pairs(n);
   for (size_t i = 0; i < n; ++i) {
-    pairs[i] = uint32_t{F32ToBF16(v[2 * i])} | (uint32_t{F32ToBF16(v[2 * i + 1])} << 16);
+    pairs[i] = BF16Pair(F32ToBF16(v[2 * i]), F32ToBF16(v[2 * i + 1]));
   }
   return pairs;
 }

@@ -242,9 +242,8 @@ void PvAccumulateBf16Rounded(const float* p, int ldp, int n_heads, int n_rows,
       _mm512_storeu_si512(out + j / 2, (__m512i)b);
     }
     for (; j < n_rows; j += 2) {
-      const uint32_t even = F32ToBF16(row[j]);
-      const uint32_t odd = j + 1 < n_rows ? F32ToBF16(row[j + 1]) : 0u;
-      out[j / 2] = even | (odd << 16);
+      out[j / 2] =
+          BF16Pair(F32ToBF16(row[j]), j + 1 < n_rows ? F32ToBF16(row[j + 1]) : uint16_t{0});
     }
   }
   int64_t c = 0;

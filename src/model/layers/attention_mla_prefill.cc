@@ -181,9 +181,6 @@ void TilesF32(const LayerContext& ctx, const Dims& d, const float* q, const Sequ
   });
 }
 
-// Packs two bf16 values into the 32-bit pair word gemm_bf16_pairs reads (low half first).
-uint32_t Pair(uint16_t low, uint16_t high) { return uint32_t{low} | (uint32_t{high} << 16); }
-
 // bf16 tiles (`--isa fast`): K_h as pair words [n_head][dk_pairs, n_ctx] (word (c, p) holds
 // K_h[p, 2c] and K_h[p, 2c + 1]), V_h as [n_head][ceil(n_ctx / 2), dv] (word (j, c) holds
 // V_h[2j, c] and V_h[2j + 1, c]), odd ends padded with 0. Per query row: float32 scores, max
@@ -215,7 +212,7 @@ void TilesBf16(const LayerContext& ctx, const Dims& d, const float* q, const Seq
         uint32_t* dst = keys_h + c * n_ctx + p0;
         for (int64_t i = 0; i < n; ++i) {
           const uint16_t* row = block.data() + i * 2 * dk_pairs;
-          dst[i] = Pair(row[2 * c], row[2 * c + 1]);
+          dst[i] = BF16Pair(row[2 * c], row[2 * c + 1]);
         }
       }
     }
@@ -232,7 +229,7 @@ void TilesBf16(const LayerContext& ctx, const Dims& d, const float* q, const Seq
       }
       uint32_t* dst = values_h + j * d.dv;
       for (int c = 0; c < d.dv; ++c)
-        dst[c] = Pair(even[static_cast<size_t>(c)], odd[static_cast<size_t>(c)]);
+        dst[c] = BF16Pair(even[static_cast<size_t>(c)], odd[static_cast<size_t>(c)]);
     }
   });
   ctx.exec.pool.ParallelFor(d.n_head * TileCount(slice), [&](int64_t item, int) {
