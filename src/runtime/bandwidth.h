@@ -15,8 +15,14 @@ class BandwidthProbe {
  public:
   BandwidthProbe(Exec& exec, size_t bytes = size_t{1} << 30);
   // Returns the best of `repeats` timed passes over the array, split across the pool's threads
-  // and read with the ISA's vector loads, in GB/s (1e9 bytes per second).
+  // and read with the ISA's vector loads, in GB/s (1e9 bytes per second). Passes rotate over three
+  // access patterns (bandwidth.cc).
   double Measure(Exec& exec, int repeats = 8) const;
+
+  static constexpr int kPatterns = 3;
+  // Reads the whole array once with access pattern `pattern` (< kPatterns) and returns the sum of
+  // its elements (element i holds i % 8, so every pattern must give exactly sum_i (i % 8)).
+  double ReadPass(Exec& exec, int pattern) const;
 
  private:
   HugePageBuffer buffer_;
