@@ -334,12 +334,12 @@ TEST_P(SimdTest, LongContextAttentionMatchesScalarOverManyTiles) {
                       .v_aliases_k = true};
   const int block_size = 64;
   const int n_blocks = 12;
-  const std::vector<float> values =
-      Random(static_cast<size_t>(n_blocks * block_size * 72), 61, 2.0f);
-  std::vector<uint8_t> storage(static_cast<size_t>(n_blocks * block_size) * f.RowBytes());
-  for (int r = 0; r < n_blocks * block_size; ++r)
-    EncodeKvRow(f, values.data() + static_cast<ptrdiff_t>(r) * 72,
-                storage.data() + static_cast<size_t>(r) * f.RowBytes());
+  const size_t cache_rows = size_t{n_blocks} * block_size;
+  const std::vector<float> values = Random(cache_rows * 72, 61, 2.0f);
+  std::vector<uint8_t> storage(cache_rows * f.RowBytes());
+  for (size_t r = 0; r < cache_rows; ++r) {
+    EncodeKvRow(f, values.data() + r * 72, storage.data() + r * f.RowBytes());
+  }
   const KvRows rows{.base = storage.data(), .block_stride = block_size * f.RowBytes(), .format = f};
   std::vector<KvSpan> spans;
   int total = 0;
@@ -351,21 +351,21 @@ TEST_P(SimdTest, LongContextAttentionMatchesScalarOverManyTiles) {
     total += count;
   }
   ASSERT_EQ(total, 700);
-  std::vector<float> q = Random(16 * 72, 62, 3.0f);
+  std::vector<float> q = Random(size_t{16} * 72, 62, 3.0f);
   const bool rounded = simd().dot_rows_bf16_rounded != nullptr;
   if (rounded) {  // as in AttentionMatchesScalarOnBf16LatentRows
     for (float& v : q) v = BF16ToF32(F32ToBF16(v));
   }
-  std::vector<float> a(16 * 64), b(16 * 64);
+  std::vector<float> a(size_t{16} * 64), b(size_t{16} * 64);
   Attend(simd(), spec, rows, {.q = q.data(), .spans = spans}, a.data());
   Attend(scalar(), spec, rows, {.q = q.data(), .spans = spans}, b.data());
   // The scalar table against a direct double-precision softmax over the decoded rows.
   std::vector<double> scores;
   std::vector<const float*> listed;
-  std::vector<float> decoded(static_cast<size_t>(n_blocks * block_size * 72));
-  for (int r = 0; r < n_blocks * block_size; ++r)
-    DecodeKvRow(f, storage.data() + static_cast<size_t>(r) * f.RowBytes(),
-                decoded.data() + static_cast<ptrdiff_t>(r) * 72);
+  std::vector<float> decoded(cache_rows * 72);
+  for (size_t r = 0; r < cache_rows; ++r) {
+    DecodeKvRow(f, storage.data() + r * f.RowBytes(), decoded.data() + r * 72);
+  }
   for (int h = 0; h < 16; ++h) {
     scores.clear();
     listed.clear();
