@@ -170,10 +170,11 @@ void DotRowsBf16Rounded(const uint16_t* const* rows, int n_rows, const uint16_t*
   int64_t r = 0;
   for (; r + 4 <= n_rows; r += 4) {
     // The next rows come from L3 or memory. The first head tile prefetches the next 4 rows one
-    // cache line of each per step, as fast as it reads its own: spread out, the prefetches are
-    // not dropped as a burst of 72 at the tile's start was (BM_AbsorbedMlaDecode @4096 with the
-    // cache evicted: 0.77-0.99 -> 0.66-0.80 ms in 5 alternating pairs; int8 decode @4096 +1-7%
-    // in 5 of 5 pairs). Without a full next tile or a head tile, a burst as before.
+    // cache line of each per step, as fast as it reads its own. This beat a burst of 72
+    // prefetches at the tile's start (BM_AbsorbedMlaDecode @4096 with the cache evicted:
+    // 0.77-0.99 -> 0.66-0.80 ms in 5 alternating pairs; int8 decode @4096 +1-7% in 5 of 5
+    // pairs), probably because most of a burst is dropped. Without a full next tile or a head
+    // tile, a burst as before.
     const bool spread = r + 8 <= n_rows && n_heads >= 4;
     if (!spread) {
       for (int64_t p = r + 4; p < std::min<int64_t>(n_rows, r + 8); ++p) {
