@@ -83,8 +83,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   // As `mlarun serve` loads: with copied files and bf16 kernels, bf16 matrices packed for them.
-  const bool pack_bf16 = setup.load == mlarun::FileLoad::kCopy &&
-                         mlarun::GetKernelTable(mlarun::FastestIsa()).matmul_rows_bf16 != nullptr;
+  const bool pack_bf16 =
+      mlarun::PackBf16For(setup.load, mlarun::GetKernelTable(mlarun::FastestIsa()));
   const std::unique_ptr<mlarun::Model> model = mlarun::Model::Load(
       setup.model_dir, {.weights = setup.weights, .file_load = setup.load, .pack_bf16 = pack_bf16});
   mlarun::ThreadPool pool(setup.threads);

@@ -24,6 +24,10 @@ constexpr int64_t kNaiveMinTokens = 32;
 
 }  // namespace
 
+bool PackBf16For(FileLoad file_load, const KernelTable& kernels) {
+  return file_load == FileLoad::kCopy && kernels.matmul_rows_bf16 != nullptr;
+}
+
 std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoadOptions& options) {
   std::unique_ptr<Model> model(new Model());
   model->config_ = LoadModelConfig(model_dir);

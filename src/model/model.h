@@ -59,6 +59,11 @@ struct ModelLoadOptions {
   std::function<void(int64_t, int64_t)> on_progress;  // (tensors bound, total)
 };
 
+// Whether loading with `file_load` for `kernels` should pack bf16 matrices
+// (ModelLoadOptions::pack_bf16): when the files are copied anyway and the kernels have bf16 dot
+// products, which read the packed layout fastest. The rule of the CLI and the engine benchmark.
+bool PackBf16For(FileLoad file_load, const KernelTable& kernels);
+
 struct ForwardOptions {
   MlaPath mla_path = MlaPath::kAuto;
   ExpertStats* expert_stats = nullptr;  // accumulated when set
