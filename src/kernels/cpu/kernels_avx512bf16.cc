@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/cpu/row_prefetch.h"
 #include "kernels/cpu/token_tiles.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
@@ -119,10 +120,7 @@ inline void DotTile4x4(const uint16_t* const* rows, const uint16_t* const* next,
   for (__m512& a : acc) a = _mm512_setzero_ps();
   int64_t d = 0;
   for (; d + 32 <= dim; d += 32) {
-    if (next != nullptr) {
-      for (int r = 0; r < 4; ++r)
-        _mm_prefetch(reinterpret_cast<const char*>(next[r] + d), _MM_HINT_T0);
-    }
+    if (next != nullptr) PrefetchRowLine<4>(next, d);
     __m512bh qv[4];
     for (int h = 0; h < 4; ++h) qv[h] = (__m512bh)_mm512_loadu_si512(q + h * dim + d);
     for (int r = 0; r < 4; ++r) {
@@ -169,19 +167,12 @@ void DotRowsBf16Rounded(const uint16_t* const* rows, int n_rows, const uint16_t*
   const int64_t row_bytes = dim * 2;
   int64_t r = 0;
   for (; r + 4 <= n_rows; r += 4) {
-    // The next rows come from L3 or memory. The first head tile prefetches the next 4 rows one
-    // cache line of each per step, as fast as it reads its own. This beat a burst of 72
-    // prefetches at the tile's start (BM_AbsorbedMlaDecode @4096 with the cache evicted:
-    // 0.77-0.99 -> 0.66-0.80 ms in 5 alternating pairs; int8 decode @4096 +1-7% in 5 of 5
-    // pairs), probably because most of a burst is dropped. Without a full next tile or a head
-    // tile, a burst as before.
+    // The first head tile prefetches the next 4 rows a line per row and step (row_prefetch.h;
+    // against a burst per tile: BM_AbsorbedMlaDecode @4096 with the cache evicted 0.77-0.99 ->
+    // 0.66-0.80 ms in 5 alternating pairs, int8 decode @4096 +1-7% in 5 of 5 pairs). Without a
+    // full next tile or a head tile, at once.
     const bool spread = r + 8 <= n_rows && n_heads >= 4;
-    if (!spread) {
-      for (int64_t p = r + 4; p < std::min<int64_t>(n_rows, r + 8); ++p) {
-        for (int64_t b = 0; b < row_bytes; b += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(rows[p]) + b, _MM_HINT_T0);
-      }
-    }
+    if (!spread) PrefetchRowsAtOnce(rows, r + 4, std::min<int64_t>(n_rows, r + 8), row_bytes);
     int64_t h = 0;
     for (; h + 4 <= n_heads; h += 4) {
       DotTile4x4(rows + r, spread && h == 0 ? rows + r + 4 : nullptr, q + h * dim, dim,

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/cpu/row_prefetch.h"
 #include "kernels/cpu/token_tiles.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
@@ -610,10 +611,7 @@ inline void PairTile(const uint16_t* const* rows, const uint16_t* const* next, c
   }
   int64_t d = 0;
   for (; d + kPairStep <= dim; d += kPairStep) {
-    if (next != nullptr) {
-      for (int r = 0; r < MR; ++r)
-        _mm_prefetch(reinterpret_cast<const char*>(next[r] + d), _MM_HINT_T0);
-    }
+    if (next != nullptr) PrefetchRowLine<MR>(next, d);
     F q_even[NH];
     F q_odd[NH];
     for (int64_t h = 0; h < NH; ++h) {
@@ -642,22 +640,15 @@ inline void PairTile(const uint16_t* const* rows, const uint16_t* const* next, c
 void DotRowsBf16(const uint16_t* const* rows, int n_rows, const float* q, int n_heads, int dim,
                  float* s, int lds) {
   // Rows outer (each tile of rows is used by every head while in L1), heads inner; the next
-  // tile's rows are prefetched (cached rows come from L3 or DRAM, too few per row for the
-  // hardware prefetchers to ramp up): by the first head tile a line per row and step where a
-  // full next tile follows (as in the AVX512-BF16 scores kernel), else as one burst. Against a
-  // burst per tile: BM_AbsorbedMlaDecode/avx512 @4096 with the cache evicted 1.36 -> 1.22-1.25 ms
-  // in 4 of 4 alternating pairs, unchanged in cache.
+  // tile's rows are prefetched by the first head tile a line per row and step where a full next
+  // tile follows, else at once (row_prefetch.h; against a burst per tile:
+  // BM_AbsorbedMlaDecode/avx512 @4096 with the cache evicted 1.36 -> 1.22-1.25 ms in 4 of 4
+  // alternating pairs, unchanged in cache).
   const int64_t row_bytes = static_cast<int64_t>(dim) * 2;
   auto heads = [&](auto mr, int r) {
     constexpr int kMr = decltype(mr)::value;
     const bool spread = r + 2 * kMr <= n_rows;
-    if (!spread) {
-      for (int p = r + kMr; p < std::min(n_rows, r + 2 * kMr); ++p) {
-        for (int64_t b = 0; b < row_bytes; b += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(rows[p]) + b, _MM_HINT_T0);
-        }
-      }
-    }
+    if (!spread) PrefetchRowsAtOnce(rows, r + kMr, std::min(n_rows, r + 2 * kMr), row_bytes);
     ForEachTokenTile(n_heads, [&](auto nh, int64_t h) {
       PairTile<kMr, decltype(nh)::value>(rows + r, spread && h == 0 ? rows + r + kMr : nullptr,
                                          q + h * dim, dim, s + h * lds + r, lds);
