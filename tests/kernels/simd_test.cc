@@ -273,18 +273,22 @@ TEST_P(SimdTest, VectorOpsMatchScalar) {
   }
 }
 
+// Absorbed MLA in miniature: `n_heads` query heads over bf16 latent rows of 72 values, the first
+// 64 of them also V.
+AttentionSpec LatentSpec(int n_heads) {
+  return {.n_head_q = n_heads,
+          .n_head_kv = 1,
+          .head_dim_qk = 72,
+          .head_dim_v = 64,
+          .v_aliases_k = true,
+          .scale = 0.1f};
+}
+constexpr KvRowFormat kLatentRows{
+    .dtype = DType::kBF16, .n_head_kv = 1, .head_dim_k = 72, .head_dim_v = 64, .v_aliases_k = true};
+
 TEST_P(SimdTest, AttentionMatchesScalarOnBf16LatentRows) {
-  const AttentionSpec spec{.n_head_q = 8,
-                           .n_head_kv = 1,
-                           .head_dim_qk = 72,
-                           .head_dim_v = 64,
-                           .v_aliases_k = true,
-                           .scale = 0.1f};
-  const KvRowFormat f{.dtype = DType::kBF16,
-                      .n_head_kv = 1,
-                      .head_dim_k = 72,
-                      .head_dim_v = 64,
-                      .v_aliases_k = true};
+  const AttentionSpec spec = LatentSpec(8);
+  const KvRowFormat& f = kLatentRows;
   const int block_size = 16;
   const std::vector<float> values = Random(static_cast<size_t>(3 * block_size * 72), 5, 2.0f);
   std::vector<uint8_t> storage(3 * block_size * f.RowBytes());
@@ -321,17 +325,8 @@ TEST_P(SimdTest, AttentionMatchesScalarOnBf16LatentRows) {
 // last one. Checked against the scalar table (within the bf16 rounding bound where the table
 // rounds) and, bitwise, AttendParallel on 1-3 threads against Attend.
 TEST_P(SimdTest, LongContextAttentionMatchesScalarOverManyTiles) {
-  const AttentionSpec spec{.n_head_q = 16,
-                           .n_head_kv = 1,
-                           .head_dim_qk = 72,
-                           .head_dim_v = 64,
-                           .v_aliases_k = true,
-                           .scale = 0.1f};
-  const KvRowFormat f{.dtype = DType::kBF16,
-                      .n_head_kv = 1,
-                      .head_dim_k = 72,
-                      .head_dim_v = 64,
-                      .v_aliases_k = true};
+  const AttentionSpec spec = LatentSpec(16);
+  const KvRowFormat& f = kLatentRows;
   const int block_size = 64;
   const int n_blocks = 12;
   const size_t cache_rows = size_t{n_blocks} * block_size;
