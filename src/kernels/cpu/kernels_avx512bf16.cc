@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -88,21 +89,34 @@ void MatMulRowsBf16(const WeightMatrix& w, int64_t row_begin, int64_t row_end, c
 
 // --- Attention over bf16 cache rows with bf16 queries and probabilities (vdpbf16ps). ---
 
+// Calls f(std::integral_constant<int, I>{}) for I = 0 .. N - 1, unrolled at compile time. Arrays
+// of vectors indexed this way have constant indices from the start, so GCC keeps them in
+// registers: with plain loops over h and r (unrolled only after its scalar replacement pass), GCC
+// 12 left the 16 accumulators of DotTile4x4 in a stack array, zeroed by a 1 KB `rep stos` per call
+// and stored and reloaded around the lane sums.
+template <int N, typename Fn>
+__attribute__((always_inline)) inline void Unrolled(Fn&& f) {
+  [&]<int... I>(std::integer_sequence<int, I...>) __attribute__((always_inline)) {
+    (f(std::integral_constant<int, I>{}), ...);
+  }
+  (std::make_integer_sequence<int, N>{});
+}
+
 // Returns v with lane i = the sum of the 16 lanes of v[i], for 16 vectors: 45 shuffles and adds
 // instead of 16 separate reductions (~8 each).
-inline __m512 SumLanes16(__m512 (&v)[16]) {
+inline __m512 SumLanes16(const __m512 (&v)[16]) {
   __m512 t[8];
-  for (int64_t i = 0; i < 8; ++i) {  // per 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3]
+  Unrolled<8>([&](auto i) {  // per 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3]
     t[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
                          _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
-  }
+  });
   __m512 u[4];
-  for (int64_t i = 0; i < 4; ++i) {  // per 128-bit lane: the partial sums of v[4i .. 4i + 3]
+  Unrolled<4>([&](auto i) {  // per 128-bit lane: the partial sums of v[4i .. 4i + 3]
     const __m512d a = _mm512_castps_pd(t[2 * i]);
     const __m512d b = _mm512_castps_pd(t[2 * i + 1]);
     u[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
                          _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
-  }
+  });
   // Sum the four 128-bit lanes of u[i] into lane i of the result.
   const __m512 x01 =
       _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x88), _mm512_shuffle_f32x4(u[0], u[1], 0xDD));
@@ -111,37 +125,39 @@ inline __m512 SumLanes16(__m512 (&v)[16]) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(x01, x23, 0x88), _mm512_shuffle_f32x4(x01, x23, 0xDD));
 }
 
+// acc[4 h + r] += q[h] . rows[r] over the 32 columns from d (those in `mask`).
+__attribute__((always_inline)) inline void DotStep4x4(const uint16_t* const* rows,
+                                                      const uint16_t* q, int64_t dim, int64_t d,
+                                                      __mmask32 mask, __m512 (&acc)[16]) {
+  __m512bh qv[4];
+  Unrolled<4>([&](auto h) { qv[h] = (__m512bh)_mm512_maskz_loadu_epi16(mask, q + h * dim + d); });
+  Unrolled<4>([&](auto r) {
+    const __m512bh kv = (__m512bh)_mm512_maskz_loadu_epi16(mask, rows[r] + d);
+    Unrolled<4>([&](auto h) { acc[h * 4 + r] = _mm512_dpbf16_ps(acc[h * 4 + r], kv, qv[h]); });
+  });
+}
+
 // s[h * lds + r] = q[h] . rows[r] for 4 rows and 4 heads: one accumulator per (row, head), 32
 // values per vdpbf16ps, the tail by masked loads. `next` (4 rows, or null) are prefetched one
 // cache line per row and step.
 inline void DotTile4x4(const uint16_t* const* rows, const uint16_t* const* next, const uint16_t* q,
                        int64_t dim, float* s, int64_t lds) {
   __m512 acc[16];
-  for (__m512& a : acc) a = _mm512_setzero_ps();
+  Unrolled<16>([&](auto i) { acc[i] = _mm512_setzero_ps(); });
   int64_t d = 0;
   for (; d + 32 <= dim; d += 32) {
     if (next != nullptr) PrefetchRowLine<4>(next, d);
-    __m512bh qv[4];
-    for (int h = 0; h < 4; ++h) qv[h] = (__m512bh)_mm512_loadu_si512(q + h * dim + d);
-    for (int r = 0; r < 4; ++r) {
-      const __m512bh kv = (__m512bh)_mm512_loadu_si512(rows[r] + d);
-      for (int h = 0; h < 4; ++h) acc[h * 4 + r] = _mm512_dpbf16_ps(acc[h * 4 + r], kv, qv[h]);
-    }
+    DotStep4x4(rows, q, dim, d, ~__mmask32{0}, acc);
   }
   if (d < dim) {
-    const __mmask32 mask = static_cast<__mmask32>((uint64_t{1} << (dim - d)) - 1);
-    __m512bh qv[4];
-    for (int h = 0; h < 4; ++h) qv[h] = (__m512bh)_mm512_maskz_loadu_epi16(mask, q + h * dim + d);
-    for (int r = 0; r < 4; ++r) {
-      const __m512bh kv = (__m512bh)_mm512_maskz_loadu_epi16(mask, rows[r] + d);
-      for (int h = 0; h < 4; ++h) acc[h * 4 + r] = _mm512_dpbf16_ps(acc[h * 4 + r], kv, qv[h]);
-    }
+    DotStep4x4(rows, q, dim, d, static_cast<__mmask32>((uint64_t{1} << (dim - d)) - 1), acc);
   }
-  alignas(64) float sums[16];
-  _mm512_store_ps(sums, SumLanes16(acc));
-  for (int h = 0; h < 4; ++h) {
-    for (int r = 0; r < 4; ++r) s[h * lds + r] = sums[h * 4 + r];
-  }
+  // Lane 4 h + r of the sums is s[h * lds + r]: one 4-float store per head.
+  const __m512 sums = SumLanes16(acc);
+  _mm_storeu_ps(s, _mm512_extractf32x4_ps(sums, 0));
+  _mm_storeu_ps(s + lds, _mm512_extractf32x4_ps(sums, 1));
+  _mm_storeu_ps(s + 2 * lds, _mm512_extractf32x4_ps(sums, 2));
+  _mm_storeu_ps(s + 3 * lds, _mm512_extractf32x4_ps(sums, 3));
 }
 
 // One (row, head) pair the same way (edges of the 4 x 4 tiling).
