@@ -1,10 +1,12 @@
 // Attention core microbenchmark: one absorbed-MLA decode query (16 heads, 576/512) over a bf16
-// latent cache of `depth` rows (args: depth, evict); reports GB/s of cache rows streamed.
+// latent cache of `depth` rows (args: depth, evict, threads: 1 runs Attend, more AttendParallel on
+// a pool of that many, as decode does); reports GB/s of cache rows streamed.
 #include <benchmark/benchmark.h>
 
 #include <vector>
 
 #include "core/rng.h"
+#include "core/thread_pool.h"
 #include "kernels/attention.h"
 
 namespace mlarun {
@@ -51,6 +53,9 @@ void BM_AbsorbedMlaDecode(benchmark::State& state, Isa isa) {
   // weights streamed between two decode steps' attention evict it in a real model.
   const bool evict = state.range(1) != 0;
   std::vector<float> sweep(evict ? (size_t{256} << 20) / sizeof(float) : 0, 1.0f);
+  const int threads = static_cast<int>(state.range(2));
+  ThreadPool pool(threads);
+  Exec exec{pool, k};
   for (auto _ : state) {
     if (evict) {
       state.PauseTiming();
@@ -59,7 +64,11 @@ void BM_AbsorbedMlaDecode(benchmark::State& state, Isa isa) {
       benchmark::DoNotOptimize(sum);
       state.ResumeTiming();
     }
-    Attend(k, spec, rows, {.q = q.data(), .spans = spans}, out.data());
+    if (threads > 1) {
+      AttendParallel(exec, spec, rows, {.q = q.data(), .spans = spans}, out.data());
+    } else {
+      Attend(k, spec, rows, {.q = q.data(), .spans = spans}, out.data());
+    }
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["cache_GB/s"] =
@@ -68,17 +77,19 @@ void BM_AbsorbedMlaDecode(benchmark::State& state, Isa isa) {
                          benchmark::Counter::kIsRate);
 }
 
-BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, scalar, Isa::kScalar)->Args({4096, 0})->UseRealTime();
+BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, scalar, Isa::kScalar)->Args({4096, 0, 1})->UseRealTime();
 BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx512, Isa::kAvx512)
-    ->Args({4096, 0})
-    ->Args({4096, 1})
-    ->Args({16384, 0})
+    ->Args({4096, 0, 1})
+    ->Args({4096, 1, 1})
+    ->Args({16384, 0, 1})
     ->UseRealTime();
 // `--isa fast`: bf16 query and probabilities, vdpbf16ps.
 BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx512bf16, Isa::kAvx512Bf16)
-    ->Args({4096, 0})
-    ->Args({4096, 1})
-    ->Args({16384, 0})
+    ->Args({4096, 0, 1})
+    ->Args({4096, 1, 1})
+    ->Args({16384, 0, 1})
+    ->Args({4096, 0, 2})
+    ->Args({4096, 1, 2})
     ->UseRealTime();
 
 }  // namespace
