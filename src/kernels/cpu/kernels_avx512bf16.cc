@@ -4,12 +4,12 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
 #include "kernels/cpu/row_prefetch.h"
 #include "kernels/cpu/token_tiles.h"
+#include "kernels/cpu/unrolled.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
 #include "kernels/packed_bf16.h"
@@ -88,19 +88,6 @@ void MatMulRowsBf16(const WeightMatrix& w, int64_t row_begin, int64_t row_end, c
 }
 
 // --- Attention over bf16 cache rows with bf16 queries and probabilities (vdpbf16ps). ---
-
-// Calls f(std::integral_constant<int, I>{}) for I = 0 .. N - 1, unrolled at compile time. Arrays
-// of vectors indexed this way have constant indices from the start, so GCC keeps them in
-// registers: with plain loops over h and r (unrolled only after its scalar replacement pass), GCC
-// 12 left the 16 accumulators of DotTile4x4 in a stack array, zeroed by a 1 KB `rep stos` per call
-// and stored and reloaded around the lane sums.
-template <int N, typename Fn>
-__attribute__((always_inline)) inline void Unrolled(Fn&& f) {
-  [&]<int... I>(std::integer_sequence<int, I...>) __attribute__((always_inline)) {
-    (f(std::integral_constant<int, I>{}), ...);
-  }
-  (std::make_integer_sequence<int, N>{});
-}
 
 // Returns v with lane i = the sum of the 16 lanes of v[i], for 16 vectors: 45 shuffles and adds
 // instead of 16 separate reductions (~8 each).

@@ -19,6 +19,7 @@
 #include "core/dtype.h"
 #include "kernels/cpu/row_prefetch.h"
 #include "kernels/cpu/token_tiles.h"
+#include "kernels/cpu/unrolled.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
@@ -37,31 +38,28 @@ inline F LoadWTail(const uint16_t* p, int n) { return V::LoadBf16Tail(p, n); }
 template <int MR, int NT, typename WT>
 inline void Tile(const WT* const* rows, const float* x, int64_t ldx, int64_t cols, float* y,
                  int64_t ldy) {
-  F acc[MR][NT];
-  for (int r = 0; r < MR; ++r) {
-    for (int t = 0; t < NT; ++t) acc[r][t] = V::Zero();
-  }
+  F acc[MR][NT];  // constant indices only (unrolled.h), so that acc stays in registers
+  Unrolled<MR>([&](auto r) { Unrolled<NT>([&](auto t) { acc[r][t] = V::Zero(); }); });
   int64_t c = 0;
   for (; c + kW <= cols; c += kW) {
     F xv[NT];
-    for (int t = 0; t < NT; ++t) xv[t] = V::Load(x + t * ldx + c);
-    for (int r = 0; r < MR; ++r) {
+    Unrolled<NT>([&](auto t) { xv[t] = V::Load(x + t * ldx + c); });
+    Unrolled<MR>([&](auto r) {
       const F wv = LoadW(rows[r] + c);
-      for (int t = 0; t < NT; ++t) acc[r][t] = V::Fma(wv, xv[t], acc[r][t]);
-    }
+      Unrolled<NT>([&](auto t) { acc[r][t] = V::Fma(wv, xv[t], acc[r][t]); });
+    });
   }
   if (c < cols) {
     const int tail = static_cast<int>(cols - c);
     F xv[NT];
-    for (int t = 0; t < NT; ++t) xv[t] = V::LoadTail(x + t * ldx + c, tail);
-    for (int r = 0; r < MR; ++r) {
+    Unrolled<NT>([&](auto t) { xv[t] = V::LoadTail(x + t * ldx + c, tail); });
+    Unrolled<MR>([&](auto r) {
       const F wv = LoadWTail(rows[r] + c, tail);
-      for (int t = 0; t < NT; ++t) acc[r][t] = V::Fma(wv, xv[t], acc[r][t]);
-    }
+      Unrolled<NT>([&](auto t) { acc[r][t] = V::Fma(wv, xv[t], acc[r][t]); });
+    });
   }
-  for (int r = 0; r < MR; ++r) {
-    for (int t = 0; t < NT; ++t) y[t * ldy + r] = V::Reduce(acc[r][t]);
-  }
+  Unrolled<MR>(
+      [&](auto r) { Unrolled<NT>([&](auto t) { y[t * ldy + r] = V::Reduce(acc[r][t]); }); });
 }
 
 // NT tokens against all `n_rows` rows, in row tiles of 4.
@@ -605,36 +603,35 @@ void Bf16PairForm(const float* x, int64_t n, float* out) {
 template <int MR, int NH>
 inline void PairTile(const uint16_t* const* rows, const uint16_t* const* next, const float* q,
                      int64_t dim, float* s, int64_t lds) {
+  // Constant indices throughout (unrolled.h): with loops over r and h GCC kept acc on the stack.
   F acc[MR][NH];
-  for (int r = 0; r < MR; ++r) {
-    for (int h = 0; h < NH; ++h) acc[r][h] = V::Zero();
-  }
+  Unrolled<MR>([&](auto r) { Unrolled<NH>([&](auto h) { acc[r][h] = V::Zero(); }); });
   int64_t d = 0;
   for (; d + kPairStep <= dim; d += kPairStep) {
     if (next != nullptr) PrefetchRowLine<MR>(next, d);
     F q_even[NH];
     F q_odd[NH];
-    for (int64_t h = 0; h < NH; ++h) {
+    Unrolled<NH>([&](auto h) {
       q_even[h] = V::Load(q + h * dim + d);
       q_odd[h] = V::Load(q + h * dim + d + kW);
-    }
-    for (int r = 0; r < MR; ++r) {
+    });
+    Unrolled<MR>([&](auto r) {
       F even;
       F odd;
       V::LoadBf16Pairs(rows[r] + d, &even, &odd);
-      for (int h = 0; h < NH; ++h) {
+      Unrolled<NH>([&](auto h) {
         acc[r][h] = V::Fma(even, q_even[h], acc[r][h]);
         acc[r][h] = V::Fma(odd, q_odd[h], acc[r][h]);
-      }
-    }
+      });
+    });
   }
-  for (int r = 0; r < MR; ++r) {
-    for (int64_t h = 0; h < NH; ++h) {
+  Unrolled<MR>([&](auto r) {
+    Unrolled<NH>([&](auto h) {
       float sum = V::Reduce(acc[r][h]);
       for (int64_t e = d; e < dim; ++e) sum += BF16ToF32(rows[r][e]) * q[h * dim + e];
       s[h * lds + r] = sum;
-    }
-  }
+    });
+  });
 }
 
 void DotRowsBf16(const uint16_t* const* rows, int n_rows, const float* q, int n_heads, int dim,
