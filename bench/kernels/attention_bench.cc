@@ -18,7 +18,8 @@ void BM_AbsorbedMlaDecode(benchmark::State& state, Isa isa) {
     return;
   }
   const int64_t depth = state.range(0);
-  const KvRowFormat f{.dtype = DType::kBF16,
+  // range(3) = 1: int8 rows (656 bytes instead of 1,152; the VNNI kernels with --isa fast).
+  const KvRowFormat f{.dtype = state.range(3) != 0 ? DType::kI8 : DType::kBF16,
                       .n_head_kv = 1,
                       .head_dim_k = 576,
                       .head_dim_v = 512,
@@ -77,19 +78,24 @@ void BM_AbsorbedMlaDecode(benchmark::State& state, Isa isa) {
                          benchmark::Counter::kIsRate);
 }
 
-BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, scalar, Isa::kScalar)->Args({4096, 0, 1})->UseRealTime();
+BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, scalar, Isa::kScalar)->Args({4096, 0, 1, 0})->UseRealTime();
 BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx512, Isa::kAvx512)
-    ->Args({4096, 0, 1})
-    ->Args({4096, 1, 1})
-    ->Args({16384, 0, 1})
+    ->Args({4096, 0, 1, 0})
+    ->Args({4096, 1, 1, 0})
+    ->Args({16384, 0, 1, 0})
     ->UseRealTime();
-// `--isa fast`: bf16 query and probabilities, vdpbf16ps.
+// `--isa fast`: bf16 query and probabilities, vdpbf16ps; int8 rows: VNNI.
 BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx512bf16, Isa::kAvx512Bf16)
-    ->Args({4096, 0, 1})
-    ->Args({4096, 1, 1})
-    ->Args({16384, 0, 1})
-    ->Args({4096, 0, 2})
-    ->Args({4096, 1, 2})
+    ->ArgNames({"depth", "evict", "threads", "int8"})
+    ->Args({4096, 0, 1, 0})
+    ->Args({4096, 1, 1, 0})
+    ->Args({16384, 0, 1, 0})
+    ->Args({4096, 0, 2, 0})
+    ->Args({4096, 1, 2, 0})
+    ->Args({4096, 0, 1, 1})
+    ->Args({4096, 1, 1, 1})
+    ->Args({4096, 0, 2, 1})
+    ->Args({4096, 1, 2, 1})
     ->UseRealTime();
 
 }  // namespace

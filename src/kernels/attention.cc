@@ -18,6 +18,72 @@ void ResetPartial(const AttentionSpec& spec, AttentionPartial partial) {
   std::fill(partial.acc, partial.acc + static_cast<size_t>(spec.n_head_q) * spec.head_dim_v, 0.0f);
 }
 
+bool UsesI8Kernels(const KernelTable& k, const AttentionSpec& spec, const KvRowFormat& format) {
+  const int body = format.head_dim_k - format.rope_tail_dim;
+  return format.dtype == DType::kI8 && k.dot_rows_i8 != nullptr && format.n_head_kv == 1 &&
+         format.v_aliases_k && spec.n_head_q % 16 == 0 && format.quant_group % 64 == 0 &&
+         body > 0 && body % format.quant_group == 0 && format.rope_tail_dim % 2 == 0 &&
+         spec.head_dim_v <= body && spec.head_dim_v % 32 == 0;
+}
+
+void PrepareI8Query(const AttentionSpec& spec, const KvRowFormat& format, const float* q,
+                    I8QueryBuffer* out) {
+  const int n_heads = spec.n_head_q;
+  const int dk = format.head_dim_k;
+  const int body = dk - format.rope_tail_dim;
+  const int tail = format.rope_tail_dim;
+  const int group = format.quant_group;
+  const int n_groups = body / group;
+  const size_t blocks = static_cast<size_t>(n_heads / 16);
+  out->body.assign(blocks * static_cast<size_t>(body / 4) * 16, 0);
+  out->scales.assign(blocks * static_cast<size_t>(n_groups) * 16, 0.0f);
+  out->offsets.assign(out->scales.size(), 0);
+  out->tail.assign(blocks * static_cast<size_t>(tail / 2) * 16, 0);
+  std::vector<int8_t> values(static_cast<size_t>(body));
+  for (int h = 0; h < n_heads; ++h) {
+    const float* qh = q + static_cast<ptrdiff_t>(h) * dk;
+    const size_t hb = static_cast<size_t>(h / 16);
+    const size_t lane = static_cast<size_t>(h % 16);
+    for (int g = 0; g < n_groups; ++g) {
+      const float* qg = qh + g * group;
+      float max_abs = 0.0f;
+      for (int c = 0; c < group; ++c) max_abs = std::max(max_abs, std::fabs(qg[c]));
+      const float scale = max_abs / 127.0f;
+      const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+      // Round to nearest even by the 1.5 * 2^23 trick (|x| <= 127): a loop GCC vectorises, where
+      // lrint was a call per value (4% of BM_AbsorbedMlaDecode with int8 rows).
+      int32_t sum = 0;
+      int8_t* vg = values.data() + g * group;
+      for (int c = 0; c < group; ++c) {
+        const float x = std::clamp(qg[c] * inv, -127.0f, 127.0f);
+        const auto v = static_cast<int32_t>((x + 12582912.0f) - 12582912.0f);
+        vg[c] = static_cast<int8_t>(v);
+        sum += v;
+      }
+      const size_t at = (hb * static_cast<size_t>(n_groups) + static_cast<size_t>(g)) * 16 + lane;
+      out->scales[at] = scale;
+      out->offsets[at] = -128 * sum;
+    }
+    for (int c = 0; c < body; c += 4) {
+      std::memcpy(
+          &out->body[(hb * static_cast<size_t>(body / 4) + static_cast<size_t>(c / 4)) * 16 + lane],
+          values.data() + c, 4);
+    }
+    for (int c = 0; c < tail; c += 2) {
+      out->tail[(hb * static_cast<size_t>(tail / 2) + static_cast<size_t>(c / 2)) * 16 + lane] =
+          BF16Pair(F32ToBF16(qh[body + c]), F32ToBF16(qh[body + c + 1]));
+    }
+  }
+  out->view = {.n_heads = n_heads,
+               .body_dim = body,
+               .quant_group = group,
+               .tail_dim = tail,
+               .body = out->body.data(),
+               .scales = out->scales.data(),
+               .offsets = out->offsets.data(),
+               .tail = out->tail.data()};
+}
+
 void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows& rows,
                    const AttendArgs& args, AttentionPartial partial) {
   // Rows are processed in tiles of consecutive rows of the span list (whatever blocks
@@ -30,13 +96,16 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
   // rows are first decoded into a float tile.
   const KvRowFormat& format = rows.format;
   const bool in_place = format.dtype == DType::kBF16 && k.dot_rows_bf16 != nullptr;
+  // int8 rows read in place by the VNNI kernels (the query quantised to int8, see kernel_table.h).
+  const bool int8_rows = UsesI8Kernels(k, spec, format);
+  const bool by_pointer = in_place || int8_rows;
   // Rows read in place: a tile is a whole context chunk (kAttentionChunkRows), so the P V kernels
   // load and store their accumulators once per 256 rows, not once per 32 (BM_AbsorbedMlaDecode,
   // bf16 rows at depth 4096: 0.78 -> 0.55 ms with vdpbf16ps, 1.33 -> 1.04 ms in float32); the
   // tile's rows (288 KB for MLA) stay in L2 between the scores and P V. Decoded rows: 32 per
   // tile, so the float copy stays small.
   constexpr int kMaxTileRows = kAttentionChunkRows;
-  const int tile_rows = in_place ? kMaxTileRows : 32;
+  const int tile_rows = by_pointer ? kMaxTileRows : 32;
   // bf16 dot products (fast ISA): the query and the probabilities are rounded to bf16.
   const bool rounded = in_place && k.dot_rows_bf16_rounded != nullptr;
   const int group = spec.n_head_q / spec.n_head_kv;
@@ -70,8 +139,14 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
       k.bf16_pair_form(args.q + static_cast<ptrdiff_t>(h) * dk, dk,
                        q_pairs.data() + static_cast<size_t>(h) * dk);
     }
-  } else {
+  } else if (!int8_rows) {
     tile.resize(static_cast<size_t>(tile_rows) * values);
+  }
+  thread_local I8QueryBuffer own_i8_query;
+  const I8Query* i8_query = args.i8_query;
+  if (int8_rows && i8_query == nullptr) {
+    PrepareI8Query(spec, format, args.q, &own_i8_query);
+    i8_query = &own_i8_query.view;
   }
   const size_t row_bytes = format.RowBytes();
   int n = 0;  // rows in the tile
@@ -80,7 +155,9 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
       // Scores of the group's heads: S [group, n] = Q_g [group, dk] K^T, as a small GEMM.
       const uint16_t* k_rows[kMaxTileRows];
       const uint16_t* v_rows[kMaxTileRows];
-      if (in_place) {
+      if (int8_rows) {
+        k.dot_rows_i8(raw_rows, n, *i8_query, scores.data(), n);
+      } else if (in_place) {
         for (int j = 0; j < n; ++j) {
           const uint16_t* row = reinterpret_cast<const uint16_t*>(raw_rows[j]);
           k_rows[j] = row + static_cast<ptrdiff_t>(g) * format.head_dim_k;
@@ -117,14 +194,18 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
         }
         // exp and their sum in float32 (the rounded P V rounds only the weights it multiplies).
         partial.sum_exp[h] += k.exp_shift_sum(s_row, partial.max_score[h], n);
-        if (!rounded) {  // the f32 P V reads the probabilities transposed
+        if (!rounded && !int8_rows) {  // the f32 P V reads the probabilities transposed
           for (int j = 0; j < n; ++j)
             probs[static_cast<size_t>(j) * group + static_cast<size_t>(i)] = s_row[j];
         }
       }
       // acc_h += sum_j p_hj v_j for the group's heads at once.
       float* group_acc = partial.acc + static_cast<size_t>(g) * group * dv;
-      if (rounded) {
+      if (int8_rows) {
+        k.pv_accumulate_i8(scores.data(), n, group, n, raw_rows,
+                           format.head_dim_k - format.rope_tail_dim, format.quant_group, dv,
+                           group_acc);
+      } else if (rounded) {
         k.pv_accumulate_bf16_rounded(scores.data(), n, group, n, v_rows, dv, group_acc);
       } else if (in_place) {
         k.pv_accumulate_bf16(probs.data(), group, n, v_rows, dv, group_acc);
@@ -139,7 +220,7 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
     const uint8_t* span_rows = rows.Row(span.block, span.row_begin);
     for (int32_t r = 0; r < span.n_rows; ++r) {
       const uint8_t* raw = span_rows + static_cast<size_t>(r) * row_bytes;
-      if (in_place) {
+      if (by_pointer) {
         raw_rows[n] = raw;
       } else {
         float* dst = tile.data() + static_cast<size_t>(n) * values;
@@ -231,10 +312,14 @@ void Attend(const KernelTable& k, const AttentionSpec& spec, const KvRows& rows,
   const AttentionPartial total = PartialAt(spec, state, 0);
   const AttentionPartial piece = PartialAt(spec, state, floats);
   ResetPartial(spec, total);
+  thread_local I8QueryBuffer i8_query;
+  const bool int8_rows = args.i8_query == nullptr && UsesI8Kernels(k, spec, rows.format);
+  if (int8_rows) PrepareI8Query(spec, rows.format, args.q, &i8_query);
   for (const std::vector<KvSpan>& chunk : chunks) {
     ResetPartial(spec, piece);
     AttendArgs chunk_args = args;
     chunk_args.spans = chunk;
+    if (int8_rows) chunk_args.i8_query = &i8_query.view;
     AttendPartial(k, spec, rows, chunk_args, piece);
     MergePartial(spec, total, piece);
   }
@@ -247,11 +332,15 @@ void AttendParallel(Exec& exec, const AttentionSpec& spec, const KvRows& rows,
   SplitIntoChunks(args.spans, &chunks);
   const size_t floats = PartialFloats(spec);
   std::vector<float> state((chunks.size() + 1) * floats);
+  I8QueryBuffer i8_query;
+  const bool int8_rows = args.i8_query == nullptr && UsesI8Kernels(exec.k, spec, rows.format);
+  if (int8_rows) PrepareI8Query(spec, rows.format, args.q, &i8_query);
   exec.pool.ParallelFor(static_cast<int64_t>(chunks.size()), [&](int64_t c, int) {
     const AttentionPartial piece = PartialAt(spec, state, (static_cast<size_t>(c) + 1) * floats);
     ResetPartial(spec, piece);
     AttendArgs chunk_args = args;
     chunk_args.spans = chunks[static_cast<size_t>(c)];
+    if (int8_rows) chunk_args.i8_query = &i8_query.view;
     AttendPartial(exec.k, spec, rows, chunk_args, piece);
   });
   const AttentionPartial total = PartialAt(spec, state, 0);

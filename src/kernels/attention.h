@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "kernels/kernel_table.h"
 #include "kernels/kv_row.h"
@@ -62,7 +63,29 @@ struct AttendArgs {
   std::span<const KvSpan> spans;
   int kv_head_begin = 0;  // only kv heads [kv_head_begin, kv_head_end) and their query groups
   int kv_head_end = -1;   // -1: all
+  // q prepared for the int8-row kernels (UsesI8Kernels); null: prepared per call.
+  const I8Query* i8_query = nullptr;
 };
+
+// Whether attention over rows of `format` uses the int8-row kernels of `k` (dot_rows_i8,
+// pv_accumulate_i8): int8 rows of one kv head whose V is a prefix of the body (absorbed MLA, MQA),
+// query heads a multiple of 16, groups of a multiple of 64 values.
+bool UsesI8Kernels(const KernelTable& k, const AttentionSpec& spec, const KvRowFormat& format);
+
+// The storage behind an I8Query.
+struct I8QueryBuffer {
+  std::vector<int32_t> body;
+  std::vector<float> scales;
+  std::vector<int32_t> offsets;
+  std::vector<uint32_t> tail;
+  I8Query view;
+};
+
+// Quantises q [n_head_q, head_dim_qk] for the int8-row kernels: per head and group of the rows'
+// quant_group body values, scale = max |q| / 127 and q_int = round(q / scale) (as the rows are
+// quantised, kv_row.cc); the tail rounded to bf16. Requires UsesI8Kernels.
+void PrepareI8Query(const AttentionSpec& spec, const KvRowFormat& format, const float* q,
+                    I8QueryBuffer* out);
 
 // Accumulates the spans into `partial` (state for all n_head_q heads; only the selected groups
 // are touched). Initialise with ResetPartial.

@@ -13,6 +13,21 @@ namespace mlarun {
 struct WeightMatrix;
 struct Q8Activations;
 
+// A query prepared for the int8-row attention kernels (dot_rows_i8): heads in blocks of 16, one
+// per vector lane; each head's body (the values the rows hold as int8) quantised to int8 per
+// group of `quant_group` values (the rows' grouping, kv_row.h), its tail (the rows' bf16 part)
+// rounded to bf16 pairs. Built by PrepareI8Query (attention.h).
+struct I8Query {
+  int n_heads = 0;                   // multiple of 16
+  int body_dim = 0;                  // multiple of quant_group
+  int quant_group = 0;               // multiple of 64
+  int tail_dim = 0;                  // even
+  const int32_t* body = nullptr;     // [n_heads / 16, body_dim / 4, 16]: 4 int8 values per word
+  const float* scales = nullptr;     // [n_heads / 16, groups, 16]: the int8 values' scales
+  const int32_t* offsets = nullptr;  // [n_heads / 16, groups, 16]: -128 * the group's int8 sum
+  const uint32_t* tail = nullptr;    // [n_heads / 16, tail_dim / 2, 16]: bf16 pairs, low first
+};
+
 struct KernelTable {
   Isa isa = Isa::kScalar;
   // y[t * ldy + (r - row_begin)] = W[r, :] . x[t, :] for r in [row_begin, row_end), t < n_tokens.
@@ -81,6 +96,18 @@ struct KernelTable {
   // [n_heads, ldp], rounded to nearest even bf16 by vcvtne2ps2bf16, which reads denormals as 0).
   void (*pv_accumulate_bf16_rounded)(const float* p, int ldp, int n_heads, int n_rows,
                                      const uint16_t* const* v_rows, int dv, float* acc);
+  // Optional (AVX512-BF16 with VNNI): attention over int8 rows (KvRowFormat kI8 with one kv head,
+  // rows given by pointer, read in place). s[h * lds + j] = q[h] . row j for h < q.n_heads, with
+  // the body's products exact in int32 per group (vpdpbusd) times the query's and the row's group
+  // scales, plus the bf16 tail's products (vdpbf16ps).
+  void (*dot_rows_i8)(const uint8_t* const* rows, int n_rows, const I8Query& q, float* s, int lds);
+  // acc[h, :] += sum_j p[h * ldp + j] v_j for h < n_heads, j < n_rows <= 512, where v_j is the
+  // first dv values of row j's body (dequantised with its group scales; dv a multiple of 32 and
+  // quant_group of 32). p * row scale is quantised to int16 per head and group (scale: its
+  // maximum over the rows / 32767), multiplied in exact int32 (vpdpwssd), then scaled back.
+  void (*pv_accumulate_i8)(const float* p, int ldp, int n_heads, int n_rows,
+                           const uint8_t* const* rows, int body_dim, int quant_group, int dv,
+                           float* acc);
   // Optional (AVX512-BF16 only): c[i, j] = sum_kk a[i, kk] . b[kk, j] for i < m, j < n, where
   // every a and b element is a pair of bf16 values in one 32-bit word (low half first) and "."
   // is the pair's dot product, accumulated in float32 (vdpbf16ps). So a: [m, 2 k_pairs] bf16

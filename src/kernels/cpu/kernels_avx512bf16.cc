@@ -436,6 +436,9 @@ void MatMulRowsPackedBf16(const WeightMatrix& w, int64_t row_begin, int64_t row_
 
 }  // namespace
 
+// attention_i8_avx512bf16.cc: attention over int8 cache rows.
+void InstallI8Attention(KernelTable* t);
+
 }  // namespace mlarun::avx512bf16
 
 namespace mlarun::detail {
@@ -448,6 +451,7 @@ const KernelTable& Avx512Bf16KernelTable() {
     t.dot_rows_bf16_rounded = avx512bf16::DotRowsBf16Rounded;
     t.pv_accumulate_bf16_rounded = avx512bf16::PvAccumulateBf16Rounded;
     t.gemm_bf16_pairs = avx512bf16::GemmBf16Pairs;
+    avx512bf16::InstallI8Attention(&t);
     return t;
   }();
   return table;

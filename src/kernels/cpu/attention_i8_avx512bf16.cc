@@ -1,0 +1,240 @@
+// Attention over int8 cache rows read in place (AVX512-BF16 table, which implies AVX512-VNNI):
+// the scores' body by vpdpbusd (64 multiply-adds per instruction, twice vdpbf16ps), P V by
+// vpdpwssd on probabilities quantised to int16. Compiled with the AVX512-BF16 flags plus VNNI.
+//
+// Symbols (kv_row.h, kernel_table.h): a row is [body int8 (body_dim)][f32 scale per group of
+// quant_group][bf16 tail (tail_dim)]; k_r = body_r * scale_r(group) ++ tail_r; V_r = the first dv
+// values of body_r * scale_r. q[h] = q_int[h] * q_scale[h](group) ++ q_tail[h].
+//   s[h, r] = sum_g q_scale[h, g] * row_scale[r, g] * (sum_{c in g} q_int[h, c] * body_r[c])
+//             + sum_c q_tail[h, c] * tail_r[c]
+//   acc[h, :] += sum_r p[h, r] * row_scale[r, g] * body_r[:]   (per column group g)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/unrolled.h"
+#include "kernels/kernel_table.h"
+
+namespace mlarun::avx512bf16 {
+
+namespace {
+
+// vpdpbusd / vpdpwssd with the accumulator tied in place. With the intrinsics GCC 12 copied every
+// accumulator of these tiles to another register and back on each step (two vmovdqa per
+// instruction in `perf annotate`); the asm operand "+v" keeps it where it is.
+inline __m512i DpBusd(__m512i acc, __m512i u8, __m512i s8) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), "v"(s8));
+  return acc;
+}
+inline __m512i DpWssd(__m512i acc, __m512i a, __m512i b) {
+  asm("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+  return acc;
+}
+
+// Scores of R rows against the 16 heads of head block `hb`. The rows' bodies are first copied
+// with every byte xor 0x80 (value + 128, vpdpbusd's unsigned operand); q's offsets hold
+// -128 * sum(q_int) per group, which makes each group's sum the exact signed dot product. Heads
+// are the vector lanes: a row's 4 bytes are broadcast against 4 columns of all 16 heads.
+template <int R>
+inline void DotRowsI8Tile(const uint8_t* const* rows, const uint8_t* flipped, const I8Query& q,
+                          int hb, float* s, int64_t lds) {
+  const int n_groups = q.body_dim / q.quant_group;
+  const int quads = q.quant_group / 4;
+  const int32_t* body = q.body + static_cast<int64_t>(hb) * (q.body_dim / 4) * 16;
+  const float* q_scales = q.scales + static_cast<int64_t>(hb) * n_groups * 16;
+  const int32_t* offsets = q.offsets + static_cast<int64_t>(hb) * n_groups * 16;
+  const uint32_t* tail = q.tail + static_cast<int64_t>(hb) * (q.tail_dim / 2) * 16;
+  __m512 acc[R];
+  Unrolled<R>([&](auto i) { acc[i] = _mm512_setzero_ps(); });
+  for (int g = 0; g < n_groups; ++g) {
+    const __m512i init = _mm512_loadu_si512(offsets + g * 16);
+    __m512i isum[R];
+    Unrolled<R>([&](auto i) { isum[i] = init; });
+    const int32_t* body_g = body + static_cast<int64_t>(g) * quads * 16;
+    const uint8_t* flipped_g = flipped + static_cast<int64_t>(g) * q.quant_group;
+    for (int j = 0; j < quads; ++j) {
+      const __m512i qv = _mm512_loadu_si512(body_g + j * 16);
+      Unrolled<R>([&](auto i) {
+        int32_t quad;
+        std::memcpy(&quad, flipped_g + i * q.body_dim + 4 * j, sizeof(quad));
+        isum[i] = DpBusd(isum[i], _mm512_set1_epi32(quad), qv);
+      });
+    }
+    const __m512 qs = _mm512_loadu_ps(q_scales + g * 16);
+    Unrolled<R>([&](auto i) {
+      float row_scale;
+      std::memcpy(&row_scale, rows[i] + q.body_dim + 4 * g, sizeof(row_scale));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i]),
+                               _mm512_mul_ps(qs, _mm512_set1_ps(row_scale)), acc[i]);
+    });
+  }
+  const int64_t tail_offset = q.body_dim + 4 * n_groups;
+  for (int j = 0; j < q.tail_dim / 2; ++j) {
+    const __m512bh qt = (__m512bh)_mm512_loadu_si512(tail + j * 16);
+    Unrolled<R>([&](auto i) {
+      int32_t pair;
+      std::memcpy(&pair, rows[i] + tail_offset + 4 * j, sizeof(pair));
+      acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)_mm512_set1_epi32(pair), qt);
+    });
+  }
+  alignas(64) float lanes[R][16];
+  Unrolled<R>([&](auto i) { _mm512_store_ps(lanes[i], acc[i]); });
+  for (int l = 0; l < 16; ++l) {
+    for (int i = 0; i < R; ++i) s[(hb * 16 + l) * lds + i] = lanes[i][l];
+  }
+}
+
+// Copies the bodies of rows[0, R) xor 0x80 into flipped [R, body_dim] and prefetches `next`
+// rows (row_bytes each) into L1.
+template <int R>
+inline void FlipBodies(const uint8_t* const* rows, int body_dim, const uint8_t* const* next,
+                       int n_next, int64_t row_bytes, uint8_t* flipped) {
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int i = 0; i < R; ++i) {
+    for (int b = 0; b < body_dim; b += 64) {
+      const __m512i v = _mm512_loadu_si512(rows[i] + b);
+      _mm512_storeu_si512(flipped + static_cast<int64_t>(i) * body_dim + b,
+                          _mm512_xor_si512(v, bias));
+    }
+  }
+  for (int i = 0; i < n_next; ++i) {
+    for (int64_t b = 0; b < row_bytes; b += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(next[i]) + b, _MM_HINT_T0);
+  }
+}
+
+void DotRowsI8(const uint8_t* const* rows, int n_rows, const I8Query& q, float* s, int lds_int) {
+  constexpr int kRows = 8;
+  const int64_t lds = lds_int;
+  const int64_t row_bytes = q.body_dim + 4 * (q.body_dim / q.quant_group) + 2 * q.tail_dim;
+  thread_local std::vector<uint8_t> flipped_buffer;
+  flipped_buffer.resize(static_cast<size_t>(kRows) * static_cast<size_t>(q.body_dim));
+  uint8_t* flipped = flipped_buffer.data();
+  int r = 0;
+  for (; r + kRows <= n_rows; r += kRows) {
+    const int n_next = std::min(kRows, n_rows - r - kRows);
+    FlipBodies<kRows>(rows + r, q.body_dim, rows + r + kRows, n_next, row_bytes, flipped);
+    for (int hb = 0; hb < q.n_heads / 16; ++hb)
+      DotRowsI8Tile<kRows>(rows + r, flipped, q, hb, s + r, lds);
+  }
+  for (; r < n_rows; ++r) {
+    FlipBodies<1>(rows + r, q.body_dim, nullptr, 0, row_bytes, flipped);
+    for (int hb = 0; hb < q.n_heads / 16; ++hb)
+      DotRowsI8Tile<1>(rows + r, flipped, q, hb, s + r, lds);
+  }
+}
+
+// P V for NH heads and the 32 columns [c, c + 32) of column group g: rows in pairs, their int8
+// values widened to int16 and interleaved (vpunpck{l,h}wd) so one vpdpwssd adds
+// p[2i] v[2i] + p[2i+1] v[2i+1] for 16 columns, exactly in int32. The interleave permutes the
+// columns as in the bf16 P V (kernels_avx512bf16.cc): lane 4L + i of `lo` is column 8L + i and of
+// `hi` column 8L + 4 + i; the sums are permuted back when added to acc.
+// pairs: [NH, ldq] int16 pairs, low = even row; unit: [NH] the float value of one int16 step.
+template <int NH>
+inline void PvSliceI8(const uint32_t* pairs, int64_t ldq, const float* unit, int n_pairs,
+                      const uint8_t* const* rows, int n_rows, int64_t dv, int64_t c, float* acc) {
+  const __m512i back0 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i back1 = _mm512_add_epi32(back0, _mm512_set1_epi32(8));
+  __m512i lo[NH];
+  __m512i hi[NH];
+  Unrolled<NH>([&](auto h) { lo[h] = hi[h] = _mm512_setzero_si512(); });
+  for (int64_t i = 0; i < n_pairs; ++i) {
+    const __m512i v0 =
+        _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[2 * i] + c)));
+    const __m512i v1 = 2 * i + 1 < n_rows
+                           ? _mm512_cvtepi8_epi16(_mm256_loadu_si256(
+                                 reinterpret_cast<const __m256i*>(rows[2 * i + 1] + c)))
+                           : _mm512_setzero_si512();
+    const __m512i vlo = _mm512_unpacklo_epi16(v0, v1);
+    const __m512i vhi = _mm512_unpackhi_epi16(v0, v1);
+    Unrolled<NH>([&](auto h) {
+      const __m512i p = _mm512_set1_epi32(static_cast<int>(pairs[h * ldq + i]));
+      lo[h] = DpWssd(lo[h], vlo, p);
+      hi[h] = DpWssd(hi[h], vhi, p);
+    });
+  }
+  for (int h = 0; h < NH; ++h) {
+    const __m512 u = _mm512_set1_ps(unit[h]);
+    const __m512 flo = _mm512_mul_ps(_mm512_cvtepi32_ps(lo[h]), u);
+    const __m512 fhi = _mm512_mul_ps(_mm512_cvtepi32_ps(hi[h]), u);
+    float* out = acc + h * dv + c;
+    _mm512_storeu_ps(out,
+                     _mm512_add_ps(_mm512_loadu_ps(out), _mm512_permutex2var_ps(flo, back0, fhi)));
+    _mm512_storeu_ps(out + 16, _mm512_add_ps(_mm512_loadu_ps(out + 16),
+                                             _mm512_permutex2var_ps(flo, back1, fhi)));
+  }
+}
+
+void PvAccumulateI8(const float* p, int ldp, int n_heads, int n_rows, const uint8_t* const* rows,
+                    int body_dim, int quant_group, int dv_int, float* acc) {
+  const int64_t dv = dv_int;
+  const int n_groups = (dv_int + quant_group - 1) / quant_group;
+  const int n_pairs = (n_rows + 1) / 2;
+  const int64_t ldq = int64_t{(n_pairs + 15) / 16} * 16;
+  const int64_t padded_rows = 2 * ldq;
+  thread_local std::vector<float> row_scales;  // [n_groups, padded_rows], 0 past n_rows
+  thread_local std::vector<float> weighted;    // [padded_rows]
+  thread_local std::vector<uint32_t> pairs;    // [n_groups, n_heads, ldq]
+  thread_local std::vector<float> units;       // [n_groups, n_heads]
+  row_scales.assign(static_cast<size_t>(n_groups * padded_rows), 0.0f);
+  weighted.resize(static_cast<size_t>(padded_rows));
+  pairs.resize(static_cast<size_t>(n_groups) * static_cast<size_t>(n_heads) *
+               static_cast<size_t>(ldq));
+  units.resize(static_cast<size_t>(n_groups) * static_cast<size_t>(n_heads));
+  for (int j = 0; j < n_rows; ++j) {
+    for (int g = 0; g < n_groups; ++g) {
+      std::memcpy(&row_scales[static_cast<size_t>(g * padded_rows + j)], rows[j] + body_dim + 4 * g,
+                  sizeof(float));
+    }
+  }
+  // pairs[g, h] = int16(p[h, j] * row_scale[j, g] / unit), unit = max_j of that / 32767.
+  for (int g = 0; g < n_groups; ++g) {
+    const float* scale_g = row_scales.data() + g * padded_rows;
+    for (int h = 0; h < n_heads; ++h) {
+      const float* p_h = p + static_cast<int64_t>(h) * ldp;
+      __m512 max = _mm512_setzero_ps();
+      for (int64_t j = 0; j < padded_rows; j += 16) {
+        const int left = static_cast<int>(std::clamp<int64_t>(n_rows - j, 0, 16));
+        const __m512 pv = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << left) - 1u), p_h + j);
+        const __m512 w = _mm512_mul_ps(pv, _mm512_loadu_ps(scale_g + j));
+        _mm512_storeu_ps(weighted.data() + j, w);
+        max = _mm512_max_ps(max, _mm512_abs_ps(w));
+      }
+      const float top = _mm512_reduce_max_ps(max);
+      const float unit = top / 32767.0f;
+      units[static_cast<size_t>(g * n_heads + h)] = unit;
+      const __m512 inv = _mm512_set1_ps(top > 0.0f ? 32767.0f / top : 0.0f);
+      uint32_t* out = pairs.data() + (static_cast<int64_t>(g) * n_heads + h) * ldq;
+      for (int64_t j = 0; j < padded_rows; j += 16) {
+        const __m512i v =
+            _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(weighted.data() + j), inv));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j / 2), _mm512_cvtepi32_epi16(v));
+      }
+    }
+  }
+  for (int64_t c = 0; c < dv; c += 32) {
+    const int g = static_cast<int>(c / quant_group);
+    const uint32_t* pairs_g = pairs.data() + static_cast<int64_t>(g) * n_heads * ldq;
+    const float* units_g = units.data() + static_cast<int64_t>(g) * n_heads;
+    int64_t h = 0;
+    for (; h + 8 <= n_heads; h += 8) {
+      PvSliceI8<8>(pairs_g + h * ldq, ldq, units_g + h, n_pairs, rows, n_rows, dv, c, acc + h * dv);
+    }
+    for (; h < n_heads; ++h) {
+      PvSliceI8<1>(pairs_g + h * ldq, ldq, units_g + h, n_pairs, rows, n_rows, dv, c, acc + h * dv);
+    }
+  }
+}
+
+}  // namespace
+
+// Installed into the AVX512-BF16 table by kernels_avx512bf16.cc.
+void InstallI8Attention(KernelTable* t) {
+  t->dot_rows_i8 = DotRowsI8;
+  t->pv_accumulate_i8 = PvAccumulateI8;
+}
+
+}  // namespace mlarun::avx512bf16
