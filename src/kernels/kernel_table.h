@@ -101,10 +101,10 @@ struct KernelTable {
   // the body's products exact in int32 per group (vpdpbusd) times the query's and the row's group
   // scales, plus the bf16 tail's products (vdpbf16ps).
   void (*dot_rows_i8)(const uint8_t* const* rows, int n_rows, const I8Query& q, float* s, int lds);
-  // acc[h, :] += sum_j p[h * ldp + j] v_j for h < n_heads, j < n_rows <= 512, where v_j is the
-  // first dv values of row j's body (dequantised with its group scales; dv a multiple of 32 and
-  // quant_group of 32). p * row scale is quantised to int16 per head and group (scale: its
-  // maximum over the rows / 32767), multiplied in exact int32 (vpdpwssd), then scaled back.
+  // acc[h, :] += sum_j p[h * ldp + j] v_j for h < n_heads, j < n_rows <= 512, 0 <= p <= 1, where
+  // v_j is the first dv values of row j's body (dequantised with its group scales; dv a multiple
+  // of 32 and quant_group of 32). p * row scale is quantised to int16 in steps of (the group's
+  // largest row scale / 32767), multiplied in exact int32 (vpdpwssd), then scaled back.
   void (*pv_accumulate_i8)(const float* p, int ldp, int n_heads, int n_rows,
                            const uint8_t* const* rows, int body_dim, int quant_group, int dv,
                            float* acc);

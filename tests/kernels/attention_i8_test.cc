@@ -161,13 +161,13 @@ TEST(AttentionI8Test, PvMatchesDoubleWithinInt16Steps) {
         ptrs.push_back(rows.data() + static_cast<size_t>(r) * MlaInt8Row().RowBytes());
       for (int h = 0; h < n_heads; ++h) {
         for (int g = 0; g < kBody / kGroup; ++g) {
-          // p * row scale is rounded to a step of (its maximum / 32767): at most half a step per
-          // product, times |v_int| <= 127.
+          // p * row scale is rounded to a step of (the largest row scale / 32767): at most half a
+          // step per product, times |v_int| <= 127.
           double top = 0;
           for (int j = 0; j < n_rows; ++j) {
             float scale;
             std::memcpy(&scale, ptrs[static_cast<size_t>(j)] + kBody + 4 * g, sizeof(scale));
-            top = std::max(top, static_cast<double>(p[static_cast<size_t>(h * ldp + j)]) * scale);
+            top = std::max(top, static_cast<double>(scale));
           }
           for (int c = g * kGroup; c < (g + 1) * kGroup; ++c)
             bound[static_cast<size_t>(h * kBody + c)] += n_rows * 0.5 * top / 32767.0 * 127.0;

@@ -175,43 +175,39 @@ void PvAccumulateI8(const float* p, int ldp, int n_heads, int n_rows, const uint
   const int n_pairs = (n_rows + 1) / 2;
   const int64_t ldq = int64_t{(n_pairs + 15) / 16} * 16;
   const int64_t padded_rows = 2 * ldq;
-  thread_local std::vector<float> row_scales;  // [n_groups, padded_rows], 0 past n_rows
-  thread_local std::vector<float> weighted;    // [padded_rows]
-  thread_local std::vector<uint32_t> pairs;    // [n_groups, n_heads, ldq]
-  thread_local std::vector<float> units;       // [n_groups, n_heads]
-  row_scales.assign(static_cast<size_t>(n_groups * padded_rows), 0.0f);
-  weighted.resize(static_cast<size_t>(padded_rows));
+  thread_local std::vector<float> steps;     // [n_groups, padded_rows], 0 past n_rows
+  thread_local std::vector<uint32_t> pairs;  // [n_groups, n_heads, ldq]
+  thread_local std::vector<float> units;     // [n_groups, n_heads]
+  steps.assign(static_cast<size_t>(n_groups * padded_rows), 0.0f);
   pairs.resize(static_cast<size_t>(n_groups) * static_cast<size_t>(n_heads) *
                static_cast<size_t>(ldq));
   units.resize(static_cast<size_t>(n_groups) * static_cast<size_t>(n_heads));
-  for (int j = 0; j < n_rows; ++j) {
-    for (int g = 0; g < n_groups; ++g) {
-      std::memcpy(&row_scales[static_cast<size_t>(g * padded_rows + j)], rows[j] + body_dim + 4 * g,
-                  sizeof(float));
-    }
-  }
-  // pairs[g, h] = int16(p[h, j] * row_scale[j, g] / unit), unit = max_j of that / 32767.
+  // p <= 1 (exp of a score minus the running maximum), so with unit = max_j row_scale[j, g] / 32767
+  // the int16 value of p * row_scale[j, g] is round(p * row_scale[j, g] / unit): one pass, no
+  // per-head maximum (half the preparation time in BM_AbsorbedMlaDecode), and an absolute step of
+  // at most 2^-15 of the largest weight a probability of 1 would get.
   for (int g = 0; g < n_groups; ++g) {
-    const float* scale_g = row_scales.data() + g * padded_rows;
+    float* steps_g = steps.data() + g * padded_rows;
+    float top = 0.0f;
+    for (int j = 0; j < n_rows; ++j) {
+      std::memcpy(&steps_g[j], rows[j] + body_dim + 4 * g, sizeof(float));
+      top = std::max(top, steps_g[j]);
+    }
+    const float inv = top > 0.0f ? 32767.0f / top : 0.0f;
+    for (int j = 0; j < n_rows; ++j) steps_g[j] *= inv;
+    std::fill_n(units.data() + static_cast<ptrdiff_t>(g) * n_heads, n_heads, top / 32767.0f);
+  }
+  for (int g = 0; g < n_groups; ++g) {
+    const float* steps_g = steps.data() + g * padded_rows;
     for (int h = 0; h < n_heads; ++h) {
       const float* p_h = p + static_cast<int64_t>(h) * ldp;
-      __m512 max = _mm512_setzero_ps();
+      uint32_t* out = pairs.data() + (static_cast<int64_t>(g) * n_heads + h) * ldq;
       for (int64_t j = 0; j < padded_rows; j += 16) {
         const int left = static_cast<int>(std::clamp<int64_t>(n_rows - j, 0, 16));
         const __m512 pv = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << left) - 1u), p_h + j);
-        const __m512 w = _mm512_mul_ps(pv, _mm512_loadu_ps(scale_g + j));
-        _mm512_storeu_ps(weighted.data() + j, w);
-        max = _mm512_max_ps(max, _mm512_abs_ps(w));
-      }
-      const float top = _mm512_reduce_max_ps(max);
-      const float unit = top / 32767.0f;
-      units[static_cast<size_t>(g * n_heads + h)] = unit;
-      const __m512 inv = _mm512_set1_ps(top > 0.0f ? 32767.0f / top : 0.0f);
-      uint32_t* out = pairs.data() + (static_cast<int64_t>(g) * n_heads + h) * ldq;
-      for (int64_t j = 0; j < padded_rows; j += 16) {
-        const __m512i v =
-            _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(weighted.data() + j), inv));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j / 2), _mm512_cvtepi32_epi16(v));
+        // Saturated: a p rounded a little above 1 stays 32767.
+        const __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(pv, _mm512_loadu_ps(steps_g + j)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j / 2), _mm512_cvtsepi32_epi16(v));
       }
     }
   }
