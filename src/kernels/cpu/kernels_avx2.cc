@@ -69,6 +69,7 @@ struct V {
   using Q = __m256i;
   static constexpr int kQ8TileTokens = 2;
   static constexpr int kQ8TileGroups = 1;
+  static constexpr int kQ8TileGroupsOneToken = 1;
   static Q LoadPacked(const uint8_t* p) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   }

@@ -78,6 +78,8 @@ struct V {
   using Q = __m512i;
   static constexpr int kQ8TileTokens = 4;
   static constexpr int kQ8TileGroups = 2;
+  // One token (decode): 4 groups, i.e. 4 weight streams and 4 independent vpdpbusd chains.
+  static constexpr int kQ8TileGroupsOneToken = 4;
   static Q LoadPacked(const uint8_t* p) { return _mm512_loadu_si512(p); }
   static Q BroadcastQuad(const int8_t* p) {
     int32_t quad;

@@ -244,7 +244,7 @@ template <int kTokens, Q8Prefetch kPrefetch>
 void PackedTokenTileQ8(const WeightMatrix& w, int64_t g0, int64_t g1, int64_t row_begin,
                        int64_t row_end, const Q8Activations& x, int64_t t, int64_t next_block,
                        float* y, int64_t ldy) {
-  constexpr int kMG = V::kQ8TileGroups;
+  constexpr int kMG = kTokens == 1 ? V::kQ8TileGroupsOneToken : V::kQ8TileGroups;
   int64_t g = g0;
   for (; g + kMG <= g1; g += kMG)
     PackedGroupsQ8<kMG, kTokens, kPrefetch>(w, g, row_begin, row_end, x, t, next_block, y, ldy);
