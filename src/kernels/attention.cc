@@ -45,7 +45,7 @@ void PrepareI8Query(const AttentionSpec& spec, const KvRowFormat& format, const 
     const size_t hb = static_cast<size_t>(h / 16);
     const size_t lane = static_cast<size_t>(h % 16);
     for (int g = 0; g < n_groups; ++g) {
-      const float* qg = qh + g * group;
+      const float* qg = qh + static_cast<ptrdiff_t>(g) * group;
       float max_abs = 0.0f;
       for (int c = 0; c < group; ++c) max_abs = std::max(max_abs, std::fabs(qg[c]));
       const float scale = max_abs / 127.0f;
@@ -53,7 +53,7 @@ void PrepareI8Query(const AttentionSpec& spec, const KvRowFormat& format, const 
       // Round to nearest even by the 1.5 * 2^23 trick (|x| <= 127): a loop GCC vectorises, where
       // lrint was a call per value (4% of BM_AbsorbedMlaDecode with int8 rows).
       int32_t sum = 0;
-      int8_t* vg = values.data() + g * group;
+      int8_t* vg = values.data() + static_cast<ptrdiff_t>(g) * group;
       for (int c = 0; c < group; ++c) {
         const float x = std::clamp(qg[c] * inv, -127.0f, 127.0f);
         const auto v = static_cast<int32_t>((x + 12582912.0f) - 12582912.0f);

@@ -51,7 +51,7 @@ std::vector<uint8_t> RandomRows(int n, uint64_t seed) {
   std::vector<float> values(kBody + kTail);
   for (int r = 0; r < n; ++r) {
     for (size_t i = 0; i < values.size(); ++i)
-      values[i] = (1.0f + static_cast<float>(i / kGroup)) * rng.NextSymmetric();
+      values[i] = (1.0f + std::floor(static_cast<float>(i) / kGroup)) * rng.NextSymmetric();
     EncodeKvRow(f, values.data(), rows.data() + static_cast<size_t>(r) * f.RowBytes());
   }
   return rows;
@@ -89,7 +89,7 @@ TEST(AttentionI8Test, PreparedQueryIsTheQueryQuantisedPerGroup) {
   PrepareI8Query(spec, MlaInt8Row(), q.data(), &prepared);
   for (int h = 0; h < 32; ++h) {
     for (int c = 0; c < kBody + kTail; ++c) {
-      const double want = q[static_cast<size_t>(h * (kBody + kTail) + c)];
+      const double want = q[static_cast<size_t>(h) * (kBody + kTail) + static_cast<size_t>(c)];
       // Half a step of the group's scale (max |q| <= 4 over 127 steps), or bf16's 2^-9.
       const double tol = c < kBody ? 0.5 * 4.0 / 127.0 + 1e-6 : std::fabs(want) / 256.0;
       ASSERT_NEAR(PreparedQuery(prepared.view, h, c), want, tol) << "head " << h << " col " << c;
@@ -157,6 +157,7 @@ TEST(AttentionI8Test, PvMatchesDoubleWithinInt16Steps) {
       std::vector<double> want(acc.begin(), acc.end());
       std::vector<double> bound(acc.size(), 1e-5);
       std::vector<const uint8_t*> ptrs;
+      ptrs.reserve(static_cast<size_t>(n_rows));
       for (int r = 0; r < n_rows; ++r)
         ptrs.push_back(rows.data() + static_cast<size_t>(r) * MlaInt8Row().RowBytes());
       for (int h = 0; h < n_heads; ++h) {
@@ -166,17 +167,20 @@ TEST(AttentionI8Test, PvMatchesDoubleWithinInt16Steps) {
           double top = 0;
           for (int j = 0; j < n_rows; ++j) {
             float scale;
-            std::memcpy(&scale, ptrs[static_cast<size_t>(j)] + kBody + 4 * g, sizeof(scale));
+            std::memcpy(&scale, ptrs[static_cast<size_t>(j)] + kBody + int64_t{4} * g,
+                        sizeof(scale));
             top = std::max(top, static_cast<double>(scale));
           }
-          for (int c = g * kGroup; c < (g + 1) * kGroup; ++c)
-            bound[static_cast<size_t>(h * kBody + c)] += n_rows * 0.5 * top / 32767.0 * 127.0;
+          for (int c = g * kGroup; c < (g + 1) * kGroup; ++c) {
+            bound[static_cast<size_t>(h) * kBody + static_cast<size_t>(c)] +=
+                n_rows * 0.5 * top / 32767.0 * 127.0;
+          }
         }
         for (int j = 0; j < n_rows; ++j) {
           const std::vector<float> row = Decoded(rows, j);
           for (int c = 0; c < kBody; ++c) {
-            want[static_cast<size_t>(h * kBody + c)] +=
-                static_cast<double>(p[static_cast<size_t>(h * ldp + j)]) *
+            want[static_cast<size_t>(h) * kBody + static_cast<size_t>(c)] +=
+                static_cast<double>(p[static_cast<size_t>(h) * ldp + static_cast<size_t>(j)]) *
                 row[static_cast<size_t>(c)];
           }
         }
@@ -212,8 +216,8 @@ TEST(AttentionI8Test, AttendMatchesDecodedRowsAndThreadCounts) {
   std::vector<float> q(static_cast<size_t>(16 * (kBody + kTail)));
   for (float& v : q) v = 2.0f * rng.NextSymmetric();
   const AttendArgs args{.q = q.data(), .spans = spans};
-  std::vector<float> fast(16 * kBody);
-  std::vector<float> exact(16 * kBody);
+  std::vector<float> fast(size_t{16} * kBody);
+  std::vector<float> exact(size_t{16} * kBody);
   Attend(*k, spec, rows, args, fast.data());
   Attend(GetKernelTable(Isa::kScalar), spec, rows, args, exact.data());
   double max_diff = 0;

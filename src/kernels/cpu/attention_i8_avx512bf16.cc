@@ -49,13 +49,13 @@ inline void DotRowsI8Tile(const uint8_t* const* rows, const uint8_t* flipped, co
   const uint32_t* tail = q.tail + static_cast<int64_t>(hb) * (q.tail_dim / 2) * 16;
   __m512 acc[R];
   Unrolled<R>([&](auto i) { acc[i] = _mm512_setzero_ps(); });
-  for (int g = 0; g < n_groups; ++g) {
+  for (int64_t g = 0; g < n_groups; ++g) {
     const __m512i init = _mm512_loadu_si512(offsets + g * 16);
     __m512i isum[R];
     Unrolled<R>([&](auto i) { isum[i] = init; });
     const int32_t* body_g = body + static_cast<int64_t>(g) * quads * 16;
     const uint8_t* flipped_g = flipped + static_cast<int64_t>(g) * q.quant_group;
-    for (int j = 0; j < quads; ++j) {
+    for (int64_t j = 0; j < quads; ++j) {
       const __m512i qv = _mm512_loadu_si512(body_g + j * 16);
       Unrolled<R>([&](auto i) {
         int32_t quad;
@@ -72,7 +72,7 @@ inline void DotRowsI8Tile(const uint8_t* const* rows, const uint8_t* flipped, co
     });
   }
   const int64_t tail_offset = q.body_dim + 4 * n_groups;
-  for (int j = 0; j < q.tail_dim / 2; ++j) {
+  for (int64_t j = 0; j < q.tail_dim / 2; ++j) {
     const __m512bh qt = (__m512bh)_mm512_loadu_si512(tail + j * 16);
     Unrolled<R>([&](auto i) {
       int32_t pair;
@@ -190,7 +190,7 @@ void PvAccumulateI8(const float* p, int ldp, int n_heads, int n_rows, const uint
     float* steps_g = steps.data() + g * padded_rows;
     float top = 0.0f;
     for (int j = 0; j < n_rows; ++j) {
-      std::memcpy(&steps_g[j], rows[j] + body_dim + 4 * g, sizeof(float));
+      std::memcpy(&steps_g[j], rows[j] + body_dim + int64_t{4} * g, sizeof(float));
       top = std::max(top, steps_g[j]);
     }
     const float inv = top > 0.0f ? 32767.0f / top : 0.0f;
