@@ -39,7 +39,8 @@ void PrepareI8Query(const AttentionSpec& spec, const KvRowFormat& format, const 
   out->scales.assign(blocks * static_cast<size_t>(n_groups) * 16, 0.0f);
   out->offsets.assign(out->scales.size(), 0);
   out->tail.assign(blocks * static_cast<size_t>(tail / 2) * 16, 0);
-  std::vector<int8_t> values(static_cast<size_t>(body));
+  std::vector<int8_t>& values = out->head_values;
+  values.resize(static_cast<size_t>(body));
   for (int h = 0; h < n_heads; ++h) {
     const float* qh = q + static_cast<ptrdiff_t>(h) * dk;
     const size_t hb = static_cast<size_t>(h / 16);
@@ -78,11 +79,27 @@ void PrepareI8Query(const AttentionSpec& spec, const KvRowFormat& format, const 
                .body_dim = body,
                .quant_group = group,
                .tail_dim = tail,
+               .row_bytes = static_cast<int>(format.RowBytes()),
                .body = out->body.data(),
                .scales = out->scales.data(),
                .offsets = out->offsets.data(),
                .tail = out->tail.data()};
 }
+
+namespace {
+
+// The query the int8-row kernels read: args.i8_query if the caller prepared it, else `q`
+// quantised into `buffer`; null where the kernels do not apply.
+const I8Query* I8QueryFor(const KernelTable& k, const AttentionSpec& spec,
+                          const KvRowFormat& format, const AttendArgs& args,
+                          I8QueryBuffer* buffer) {
+  if (args.i8_query != nullptr) return args.i8_query;
+  if (!UsesI8Kernels(k, spec, format)) return nullptr;
+  PrepareI8Query(spec, format, args.q, buffer);
+  return &buffer->view;
+}
+
+}  // namespace
 
 void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows& rows,
                    const AttendArgs& args, AttentionPartial partial) {
@@ -143,11 +160,7 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
     tile.resize(static_cast<size_t>(tile_rows) * values);
   }
   thread_local I8QueryBuffer own_i8_query;
-  const I8Query* i8_query = args.i8_query;
-  if (int8_rows && i8_query == nullptr) {
-    PrepareI8Query(spec, format, args.q, &own_i8_query);
-    i8_query = &own_i8_query.view;
-  }
+  const I8Query* i8_query = int8_rows ? I8QueryFor(k, spec, format, args, &own_i8_query) : nullptr;
   const size_t row_bytes = format.RowBytes();
   int n = 0;  // rows in the tile
   auto process_tile = [&] {
@@ -312,14 +325,12 @@ void Attend(const KernelTable& k, const AttentionSpec& spec, const KvRows& rows,
   const AttentionPartial total = PartialAt(spec, state, 0);
   const AttentionPartial piece = PartialAt(spec, state, floats);
   ResetPartial(spec, total);
-  thread_local I8QueryBuffer i8_query;
-  const bool int8_rows = args.i8_query == nullptr && UsesI8Kernels(k, spec, rows.format);
-  if (int8_rows) PrepareI8Query(spec, rows.format, args.q, &i8_query);
+  thread_local I8QueryBuffer i8_query;  // the query prepared once for all chunks
+  AttendArgs chunk_args = args;
+  chunk_args.i8_query = I8QueryFor(k, spec, rows.format, args, &i8_query);
   for (const std::vector<KvSpan>& chunk : chunks) {
     ResetPartial(spec, piece);
-    AttendArgs chunk_args = args;
     chunk_args.spans = chunk;
-    if (int8_rows) chunk_args.i8_query = &i8_query.view;
     AttendPartial(k, spec, rows, chunk_args, piece);
     MergePartial(spec, total, piece);
   }
@@ -332,15 +343,14 @@ void AttendParallel(Exec& exec, const AttentionSpec& spec, const KvRows& rows,
   SplitIntoChunks(args.spans, &chunks);
   const size_t floats = PartialFloats(spec);
   std::vector<float> state((chunks.size() + 1) * floats);
-  I8QueryBuffer i8_query;
-  const bool int8_rows = args.i8_query == nullptr && UsesI8Kernels(exec.k, spec, rows.format);
-  if (int8_rows) PrepareI8Query(spec, rows.format, args.q, &i8_query);
+  thread_local I8QueryBuffer i8_query;  // the query prepared once for all chunks
+  const I8Query* prepared = I8QueryFor(exec.k, spec, rows.format, args, &i8_query);
   exec.pool.ParallelFor(static_cast<int64_t>(chunks.size()), [&](int64_t c, int) {
     const AttentionPartial piece = PartialAt(spec, state, (static_cast<size_t>(c) + 1) * floats);
     ResetPartial(spec, piece);
     AttendArgs chunk_args = args;
     chunk_args.spans = chunks[static_cast<size_t>(c)];
-    if (int8_rows) chunk_args.i8_query = &i8_query.view;
+    chunk_args.i8_query = prepared;
     AttendPartial(exec.k, spec, rows, chunk_args, piece);
   });
   const AttentionPartial total = PartialAt(spec, state, 0);

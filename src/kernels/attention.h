@@ -78,6 +78,7 @@ struct I8QueryBuffer {
   std::vector<float> scales;
   std::vector<int32_t> offsets;
   std::vector<uint32_t> tail;
+  std::vector<int8_t> head_values;  // scratch: one head's quantised body
   I8Query view;
 };
 

@@ -22,6 +22,7 @@ struct I8Query {
   int body_dim = 0;                  // multiple of quant_group
   int quant_group = 0;               // multiple of 64
   int tail_dim = 0;                  // even
+  int row_bytes = 0;                 // bytes of one cached row (KvRowFormat::RowBytes)
   const int32_t* body = nullptr;     // [n_heads / 16, body_dim / 4, 16]: 4 int8 values per word
   const float* scales = nullptr;     // [n_heads / 16, groups, 16]: the int8 values' scales
   const int32_t* offsets = nullptr;  // [n_heads / 16, groups, 16]: -128 * the group's int8 sum

@@ -109,7 +109,7 @@ inline void FlipBodies(const uint8_t* const* rows, int body_dim, const uint8_t* 
 void DotRowsI8(const uint8_t* const* rows, int n_rows, const I8Query& q, float* s, int lds_int) {
   constexpr int kRows = 8;
   const int64_t lds = lds_int;
-  const int64_t row_bytes = q.body_dim + 4 * (q.body_dim / q.quant_group) + 2 * q.tail_dim;
+  const int64_t row_bytes = q.row_bytes;
   thread_local std::vector<uint8_t> flipped_buffer;
   flipped_buffer.resize(static_cast<size_t>(kRows) * static_cast<size_t>(q.body_dim));
   uint8_t* flipped = flipped_buffer.data();
