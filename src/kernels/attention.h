@@ -94,7 +94,8 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
                    const AttendArgs& args, AttentionPartial partial);
 void ResetPartial(const AttentionSpec& spec, AttentionPartial partial);
 // Merges `other` into `into` (split-context attention).
-void MergePartial(const AttentionSpec& spec, AttentionPartial into, AttentionPartial other);
+void MergePartial(const KernelTable& k, const AttentionSpec& spec, AttentionPartial into,
+                  AttentionPartial other);
 // Writes out[h] = acc[h] / sum_exp[h] for the selected heads; out: [n_head_q, head_dim_v].
 void FinishPartial(const AttentionSpec& spec, AttentionPartial partial, int kv_head_begin,
                    int kv_head_end, float* out);

@@ -98,7 +98,7 @@ TEST_P(AttentionTest, MatchesDirectSoftmaxOverPagedSpans) {
   ResetPartial(spec, b);
   AttendPartial(K(), spec, rows, {.q = q.data(), .spans = std::span(spans).subspan(0, 1)}, a);
   AttendPartial(K(), spec, rows, {.q = q.data(), .spans = std::span(spans).subspan(1)}, b);
-  MergePartial(spec, a, b);
+  MergePartial(K(), spec, a, b);
   std::vector<float> merged(out.size());
   FinishPartial(spec, a, 0, -1, merged.data());
   for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(merged[i], expected[i], 1e-5) << i;
