@@ -116,12 +116,12 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
   // int8 rows read in place by the VNNI kernels (the query quantised to int8, see kernel_table.h).
   const bool int8_rows = UsesI8Kernels(k, spec, format);
   const bool by_pointer = in_place || int8_rows;
-  // Rows read in place: a tile is a whole context chunk (kAttentionChunkRows), so the P V kernels
-  // load and store their accumulators once per 256 rows, not once per 32 (BM_AbsorbedMlaDecode,
-  // bf16 rows at depth 4096: 0.78 -> 0.55 ms with vdpbf16ps, 1.33 -> 1.04 ms in float32); the
-  // tile's rows (288 KB for MLA) stay in L2 between the scores and P V. Decoded rows: 32 per
-  // tile, so the float copy stays small.
-  constexpr int kMaxTileRows = kAttentionChunkRows;
+  // Rows read in place: tiles of kAttentionTileRows, so the P V kernels load and store their
+  // accumulators once per 256 rows, not once per 32 (BM_AbsorbedMlaDecode, bf16 rows at depth
+  // 4096: 0.78 -> 0.55 ms with vdpbf16ps, 1.33 -> 1.04 ms in float32); the tile's rows (288 KB
+  // for MLA) stay in L2 between the scores and P V. Decoded rows: 32 per tile, so the float copy
+  // stays small.
+  constexpr int kMaxTileRows = kAttentionTileRows;
   const int tile_rows = by_pointer ? kMaxTileRows : 32;
   // bf16 dot products (fast ISA): the query and the probabilities are rounded to bf16.
   const bool rounded = in_place && k.dot_rows_bf16_rounded != nullptr;
@@ -283,17 +283,34 @@ void FinishPartial(const AttentionSpec& spec, AttentionPartial partial, int kv_h
   }
 }
 
+int32_t AttentionChunkRows(int64_t n_rows) {
+  // Few long pieces rather than many short ones: each piece costs a state reset, a merge on the
+  // calling thread (reading a state the other core wrote) and a hand-off. BM_AbsorbedMlaDecode,
+  // depth 4096, 2 threads, rows in cache, 3 alternating runs (AMD VM): fixed 256-row pieces
+  // 308-325 us (bf16 rows) / 286-294 us (int8 rows), 512-row pieces 290-303 / 265-277, 1,024-row
+  // pieces 252-269 / 249-260. Four pieces still keep 2 or 4 threads evenly busy; with more threads,
+  // contexts under 4 x 1,024 rows use only some of them.
+  const int64_t per_chunk = (n_rows + kAttentionTargetChunks - 1) / kAttentionTargetChunks;
+  const int64_t rounded = (per_chunk + 63) / 64 * 64;
+  return static_cast<int32_t>(
+      std::clamp<int64_t>(rounded, kAttentionMinChunkRows, kAttentionMaxChunkRows));
+}
+
 namespace {
 
-// Splits `spans` at fixed row offsets into pieces of at most kAttentionChunkRows rows.
+// Splits `spans` at fixed row offsets into pieces of AttentionChunkRows(total rows) rows (the last
+// one shorter).
 void SplitIntoChunks(std::span<const KvSpan> spans, std::vector<std::vector<KvSpan>>* chunks) {
   chunks->clear();
+  int64_t total = 0;
+  for (const KvSpan& span : spans) total += span.n_rows;
+  const int32_t chunk_rows = AttentionChunkRows(total);
   int32_t room = 0;
   for (KvSpan span : spans) {
     while (span.n_rows > 0) {
       if (room == 0) {
         chunks->emplace_back();
-        room = kAttentionChunkRows;
+        room = chunk_rows;
       }
       const int32_t take = std::min(room, span.n_rows);
       chunks->back().push_back({.block = span.block,

@@ -100,10 +100,17 @@ void MergePartial(const KernelTable& k, const AttentionSpec& spec, AttentionPart
 void FinishPartial(const AttentionSpec& spec, AttentionPartial partial, int kv_head_begin,
                    int kv_head_end, float* out);
 
-// Rows per split of the context. Attention over more rows is computed as partial softmax states
-// of consecutive pieces of this many rows, merged in order, so the result is the same whether the
-// pieces run on one thread (Attend) or many (AttendParallel).
-constexpr int32_t kAttentionChunkRows = 256;
+// How the context is split. Attention is computed as partial softmax states of consecutive pieces
+// of the context, merged in order, so the result is the same whether the pieces run on one thread
+// (Attend) or many (AttendParallel). The piece length depends only on the number of rows (never
+// on the thread count): about a quarter of them, a multiple of 64, at least kAttentionMinChunkRows
+// and at most kAttentionMaxChunkRows. Each piece is computed in tiles of kAttentionTileRows rows.
+constexpr int32_t kAttentionTileRows = 256;
+constexpr int32_t kAttentionMinChunkRows = 256;
+constexpr int32_t kAttentionMaxChunkRows = 1024;
+constexpr int32_t kAttentionTargetChunks = 4;
+// Returns the rows per piece for a context of `n_rows` rows.
+int32_t AttentionChunkRows(int64_t n_rows);
 
 // One query token over its spans; out: [n_head_q, head_dim_v].
 void Attend(const KernelTable& k, const AttentionSpec& spec, const KvRows& rows,

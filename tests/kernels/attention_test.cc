@@ -160,8 +160,9 @@ TEST(AttentionInvariantTest, GqaEqualsMhaWithRepeatedKvHeads) {
 }
 
 TEST(AttentionInvariantTest, LongContextsSplitIntoChunksGiveTheSameResultOnAnyThreadCount) {
-  // 1000 rows: four 256-row pieces merged in order; AttendParallel == Attend bitwise, and both
-  // match one unsplit pass closely.
+  // 1000 rows: four pieces of AttentionChunkRows(1000) = 256 rows merged in order;
+  // AttendParallel == Attend bitwise, and both match one unsplit pass closely.
+  ASSERT_EQ(AttentionChunkRows(1000), 256);
   const KvRowFormat f{.dtype = DType::kBF16,
                       .n_head_kv = 1,
                       .head_dim_k = 40,
@@ -202,6 +203,15 @@ TEST(AttentionInvariantTest, LongContextsSplitIntoChunksGiveTheSameResultOnAnyTh
   AttendPartial(K(), spec, rows, {.q = q.data(), .spans = spans}, p);
   FinishPartial(spec, p, 0, -1, unsplit.data());
   for (size_t i = 0; i < serial.size(); ++i) EXPECT_NEAR(serial[i], unsplit[i], 1e-5);
+}
+
+TEST(AttentionInvariantTest, ChunkRowsAreAQuarterOfTheContextIn64RowStepsWithinBounds) {
+  EXPECT_EQ(AttentionChunkRows(0), 256);
+  EXPECT_EQ(AttentionChunkRows(601), 256);    // 151 -> 192 -> at least 256
+  EXPECT_EQ(AttentionChunkRows(3000), 768);   // 750 -> 768: 4 pieces
+  EXPECT_EQ(AttentionChunkRows(4096), 1024);  // 4 pieces
+  EXPECT_EQ(AttentionChunkRows(4097), 1024);  // 1,025 -> 1,088 -> at most 1,024: 5 pieces
+  EXPECT_EQ(AttentionChunkRows(1 << 20), 1024);
 }
 
 TEST(AttentionInvariantTest, OneHotScoresSelectOneRow) {
