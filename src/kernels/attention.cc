@@ -263,8 +263,8 @@ void MergePartial(const KernelTable& k, const AttentionSpec& spec, AttentionPart
     float* acc = into.acc + static_cast<size_t>(h) * dv;
     const float* other_acc = other.acc + static_cast<size_t>(h) * dv;
     // acc = acc a + other b with the table's vector kernels: as a scalar loop, the serial merge of
-    // a parallel decode's 16 pieces took 2.3% of the perf samples of BM_AbsorbedMlaDecode (2
-    // threads, int8 rows).
+    // a parallel decode's pieces (then 16 of 256 rows at depth 4096) took 2.3% of the perf samples
+    // of BM_AbsorbedMlaDecode (2 threads, int8 rows).
     k.scale(a, acc, dv);
     k.axpy(b, other_acc, acc, dv);
     into.sum_exp[h] = into.sum_exp[h] * a + other.sum_exp[h] * b;
