@@ -35,10 +35,11 @@ void PrepareI8Query(const AttentionSpec& spec, const KvRowFormat& format, const 
   const int group = format.quant_group;
   const int n_groups = body / group;
   const size_t blocks = static_cast<size_t>(n_heads / 16);
-  out->body.assign(blocks * static_cast<size_t>(body / 4) * 16, 0);
-  out->scales.assign(blocks * static_cast<size_t>(n_groups) * 16, 0.0f);
-  out->offsets.assign(out->scales.size(), 0);
-  out->tail.assign(blocks * static_cast<size_t>(tail / 2) * 16, 0);
+  // Sized, not zero-filled: every element is written below (n_heads fills whole 16-lane blocks).
+  out->body.resize(blocks * static_cast<size_t>(body / 4) * 16);
+  out->scales.resize(blocks * static_cast<size_t>(n_groups) * 16);
+  out->offsets.resize(out->scales.size());
+  out->tail.resize(blocks * static_cast<size_t>(tail / 2) * 16);
   std::vector<int8_t>& values = out->head_values;
   values.resize(static_cast<size_t>(body));
   for (int h = 0; h < n_heads; ++h) {
