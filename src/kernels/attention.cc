@@ -26,8 +26,8 @@ bool UsesI8Kernels(const KernelTable& k, const AttentionSpec& spec, const KvRowF
          spec.head_dim_v <= body && spec.head_dim_v % 32 == 0;
 }
 
-void PrepareI8Query(const AttentionSpec& spec, const KvRowFormat& format, const float* q,
-                    I8QueryBuffer* out) {
+void PrepareI8Query(const KernelTable& k, const AttentionSpec& spec, const KvRowFormat& format,
+                    const float* q, I8QueryBuffer* out) {
   const int n_heads = spec.n_head_q;
   const int dk = format.head_dim_k;
   const int body = dk - format.rope_tail_dim;
@@ -47,21 +47,10 @@ void PrepareI8Query(const AttentionSpec& spec, const KvRowFormat& format, const 
     const size_t hb = static_cast<size_t>(h / 16);
     const size_t lane = static_cast<size_t>(h % 16);
     for (int g = 0; g < n_groups; ++g) {
-      const float* qg = qh + static_cast<ptrdiff_t>(g) * group;
-      float max_abs = 0.0f;
-      for (int c = 0; c < group; ++c) max_abs = std::max(max_abs, std::fabs(qg[c]));
-      const float scale = max_abs / 127.0f;
-      const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
-      // Round to nearest even by the 1.5 * 2^23 trick (|x| <= 127): a loop GCC vectorises, where
-      // lrint was a call per value (4% of BM_AbsorbedMlaDecode with int8 rows).
-      int32_t sum = 0;
-      int8_t* vg = values.data() + static_cast<ptrdiff_t>(g) * group;
-      for (int c = 0; c < group; ++c) {
-        const float x = std::clamp(qg[c] * inv, -127.0f, 127.0f);
-        const auto v = static_cast<int32_t>((x + 12582912.0f) - 12582912.0f);
-        vg[c] = static_cast<int8_t>(v);
-        sum += v;
-      }
+      float scale = 0.0f;
+      const int32_t sum =
+          k.quantize_group_i8(qh + static_cast<ptrdiff_t>(g) * group, group,
+                              values.data() + static_cast<ptrdiff_t>(g) * group, &scale);
       const size_t at = (hb * static_cast<size_t>(n_groups) + static_cast<size_t>(g)) * 16 + lane;
       out->scales[at] = scale;
       out->offsets[at] = -128 * sum;
@@ -96,7 +85,7 @@ const I8Query* I8QueryFor(const KernelTable& k, const AttentionSpec& spec,
                           I8QueryBuffer* buffer) {
   if (args.i8_query != nullptr) return args.i8_query;
   if (!UsesI8Kernels(k, spec, format)) return nullptr;
-  PrepareI8Query(spec, format, args.q, buffer);
+  PrepareI8Query(k, spec, format, args.q, buffer);
   return &buffer->view;
 }
 

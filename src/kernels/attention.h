@@ -84,9 +84,9 @@ struct I8QueryBuffer {
 
 // Quantises q [n_head_q, head_dim_qk] for the int8-row kernels: per head and group of the rows'
 // quant_group body values, scale = max |q| / 127 and q_int = round(q / scale) (as the rows are
-// quantised, kv_row.cc); the tail rounded to bf16. Requires UsesI8Kernels.
-void PrepareI8Query(const AttentionSpec& spec, const KvRowFormat& format, const float* q,
-                    I8QueryBuffer* out);
+// quantised, kv_row.cc) by k.quantize_group_i8; the tail rounded to bf16. Requires UsesI8Kernels.
+void PrepareI8Query(const KernelTable& k, const AttentionSpec& spec, const KvRowFormat& format,
+                    const float* q, I8QueryBuffer* out);
 
 // Accumulates the spans into `partial` (state for all n_head_q heads; only the selected groups
 // are touched). Initialise with ResetPartial.

@@ -43,6 +43,11 @@ struct KernelTable {
   // Quantises one activation row for matmul_rows_q8 (quant.h, QuantizeActivationRowQ8 is the
   // reference; every version gives bitwise the same values, scales and block sums).
   void (*quantize_row_q8)(const float* x, int64_t cols, int8_t* q, float* scales, int32_t* sums);
+  // Quantises n values (a multiple of 16) with one scale, as quantize_row_q8 does a block: stores
+  // scale = max |x| / 127 and q = x / scale clamped to [-127, 127] and rounded to nearest even;
+  // returns the sum of q (quant.h, QuantizeGroupI8 is the reference; every version gives bitwise
+  // the same). Used per head and group by PrepareI8Query.
+  int32_t (*quantize_group_i8)(const float* x, int64_t n, int8_t* q, float* scale);
   // Optional (null unless the ISA has bf16 dot products): the same for kBF16 weights with
   // activations already rounded to bf16, x_bf16 [n_tokens, w.cols].
   void (*matmul_rows_bf16)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,

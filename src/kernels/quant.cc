@@ -49,6 +49,19 @@ void QuantizeActivationRowQ8(const float* x, int64_t cols, int8_t* q, float* sca
   }
 }
 
+int32_t QuantizeGroupI8(const float* x, int64_t n, int8_t* q, float* scale) {
+  float max_abs = 0.0f;
+  for (int64_t i = 0; i < n; ++i) max_abs = std::max(max_abs, std::fabs(x[i]));
+  *scale = max_abs / 127.0f;
+  const float inv = *scale > 0.0f ? 1.0f / *scale : 0.0f;
+  int32_t sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    q[i] = RoundToInt8(std::clamp(x[i] * inv, -127.0f, 127.0f));
+    sum += q[i];
+  }
+  return sum;
+}
+
 void QuantizeWeightRowQ8(const float* w, int64_t cols, int8_t* q, uint16_t* scales) {
   QuantizeBlocks(w, cols, q, [&](int64_t b, float scale) {
     scales[b] = F32ToF16(scale);

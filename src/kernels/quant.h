@@ -32,6 +32,9 @@ struct Q8Activations {
 // 64], scales and sums (of each block's int8 values) [padded cols / kQ8Block]. The reference for
 // KernelTable::quantize_row_q8 (SIMD versions give bitwise the same).
 void QuantizeActivationRowQ8(const float* x, int64_t cols, int8_t* q, float* scales, int32_t* sums);
+// Quantises x [n] with one scale (max |x| / 127) into q [n]; returns the sum of q. The reference
+// for KernelTable::quantize_group_i8.
+int32_t QuantizeGroupI8(const float* x, int64_t n, int8_t* q, float* scale);
 using QuantizeRowFn = void (*)(const float* x, int64_t cols, int8_t* q, float* scales,
                                int32_t* sums);
 

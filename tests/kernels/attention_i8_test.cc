@@ -86,7 +86,7 @@ TEST(AttentionI8Test, PreparedQueryIsTheQueryQuantisedPerGroup) {
   std::vector<float> q(static_cast<size_t>(32 * (kBody + kTail)));
   for (float& v : q) v = 4.0f * rng.NextSymmetric();
   I8QueryBuffer prepared;
-  PrepareI8Query(spec, MlaInt8Row(), q.data(), &prepared);
+  PrepareI8Query(GetKernelTable(Isa::kScalar), spec, MlaInt8Row(), q.data(), &prepared);
   for (int h = 0; h < 32; ++h) {
     for (int c = 0; c < kBody + kTail; ++c) {
       const double want = q[static_cast<size_t>(h) * (kBody + kTail) + static_cast<size_t>(c)];
@@ -115,7 +115,7 @@ TEST(AttentionI8Test, ScoresMatchDoubleOnQuantisedInputs) {
     std::vector<float> q(static_cast<size_t>(32 * (kBody + kTail)));
     for (float& v : q) v = rng.NextSymmetric();
     I8QueryBuffer prepared;
-    PrepareI8Query(spec, MlaInt8Row(), q.data(), &prepared);
+    PrepareI8Query(*k, spec, MlaInt8Row(), q.data(), &prepared);
     std::vector<const uint8_t*> ptrs;
     for (int r = n_rows - 1; r >= 0; --r)  // any row order: rows are given by pointer
       ptrs.push_back(rows.data() + static_cast<size_t>(r) * MlaInt8Row().RowBytes());

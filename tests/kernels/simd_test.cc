@@ -136,6 +136,34 @@ TEST_P(SimdTest, ActivationQuantisationIsBitwiseScalar) {
   }
 }
 
+TEST_P(SimdTest, GroupQuantisationIsBitwiseScalar) {
+  for (int64_t n : {16, 128, 512}) {
+    std::vector<float> x = Random(static_cast<size_t>(n), 23, 2.0f);
+    // Rounding ties exactly (max 127: scale 1, x * inv = x), and a zero group.
+    for (int i = 0; i < 16; ++i) x[static_cast<size_t>(i)] = -7.5f + static_cast<float>(i);
+    x[15] = -127.0f;
+    std::vector<int8_t> q_ref(static_cast<size_t>(n)), q(q_ref.size());
+    float s_ref = -1.0f, s = -2.0f;
+    const int32_t sum_ref = scalar().quantize_group_i8(x.data(), n, q_ref.data(), &s_ref);
+    const int32_t sum = simd().quantize_group_i8(x.data(), n, q.data(), &s);
+    EXPECT_EQ(q, q_ref) << n;
+    EXPECT_EQ(s, s_ref) << n;
+    EXPECT_EQ(sum, sum_ref) << n;
+    if (n == 16) {
+      EXPECT_EQ(s_ref, 1.0f);
+      EXPECT_EQ(q_ref[0], -8);  // -7.5 rounds to even
+      EXPECT_EQ(q_ref[1], -6);  // -6.5 too
+      int32_t want = 0;
+      for (int8_t v : q_ref) want += v;
+      EXPECT_EQ(sum_ref, want);
+    }
+    const std::vector<float> zeros(static_cast<size_t>(n), 0.0f);
+    EXPECT_EQ(simd().quantize_group_i8(zeros.data(), n, q.data(), &s), 0);
+    EXPECT_EQ(s, 0.0f);
+    EXPECT_EQ(q, std::vector<int8_t>(static_cast<size_t>(n), 0));
+  }
+}
+
 TEST_P(SimdTest, PackedQ8MatMulIsBitwiseScalarCloseToFloatAndBatchInvariant) {
   // 21 rows: one full group of 16 rows and a partial one; 150 rows: three 64-row blocks, the last
   // partial, so the second token tile's prefetch of the next block runs too.

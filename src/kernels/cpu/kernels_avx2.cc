@@ -88,6 +88,9 @@ struct V {
   static void QuantizeRowQ8(const float* x, int64_t cols, int8_t* q, float* scales, int32_t* sums) {
     QuantizeActivationRowQ8(x, cols, q, scales, sums);
   }
+  static int32_t QuantizeGroupI8(const float* x, int64_t n, int8_t* q, float* scale) {
+    return mlarun::QuantizeGroupI8(x, n, q, scale);
+  }
   static F ToFloat(Q a) { return _mm256_cvtepi32_ps(a); }
   static F LoadF16(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));

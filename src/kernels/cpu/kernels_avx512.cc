@@ -116,6 +116,25 @@ struct V {
       sums[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
     }
   }
+  // The same operations for one group of n values (n a multiple of 16) and one scale.
+  static int32_t QuantizeGroupI8(const float* x, int64_t n, int8_t* q, float* scale) {
+    __m512 max_abs = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+      max_abs = _mm512_max_ps(max_abs, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
+    }
+    *scale = _mm512_reduce_max_ps(max_abs) / 127.0f;
+    const __m512 inv = _mm512_set1_ps(*scale > 0.0f ? 1.0f / *scale : 0.0f);
+    const __m512 lo = _mm512_set1_ps(-127.0f);
+    const __m512 hi = _mm512_set1_ps(127.0f);
+    __m512i sum = _mm512_setzero_si512();
+    for (int64_t i = 0; i < n; i += 16) {
+      const __m512i v = _mm512_cvtps_epi32(
+          _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), inv), lo), hi));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtsepi32_epi8(v));
+      sum = _mm512_add_epi32(sum, v);
+    }
+    return _mm512_reduce_add_epi32(sum);
+  }
   static F ToFloat(Q a) { return _mm512_cvtepi32_ps(a); }
   static F LoadF16(const uint16_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
