@@ -64,7 +64,7 @@ void EncodeKvRow(const KvRowFormat& format, const float* values, void* row) {
     case DType::kI8: {
       const int n_quantized = format.QuantizedValues();
       const int n_groups = format.QuantGroups();
-      auto* q = static_cast<int8_t*>(row);
+      auto* q = static_cast<uint8_t*>(row);  // excess-128 (kv_row.h)
       // Scales and tails may be unaligned: written with memcpy.
       uint8_t* scales = static_cast<uint8_t*>(row) + n_quantized;
       uint8_t* tails = scales + 4 * n_groups;
@@ -87,7 +87,8 @@ void EncodeKvRow(const KvRowFormat& format, const float* values, void* row) {
         const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
         std::memcpy(scales + 4 * g, &scale, sizeof(float));
         for (int i = begin; i < end; ++i) {
-          q[i] = static_cast<int8_t>(std::lrint(std::clamp(gathered[i] * inv, -127.0f, 127.0f)));
+          q[i] = static_cast<uint8_t>(128 +
+                                      std::lrint(std::clamp(gathered[i] * inv, -127.0f, 127.0f)));
         }
       }
       return;
@@ -115,7 +116,6 @@ void DecodeKvRow(const KvRowFormat& format, const void* row, float* values) {
     }
     case DType::kI8: {
       const int n_quantized = format.QuantizedValues();
-      const auto* q = static_cast<const int8_t*>(row);
       const auto* bytes = static_cast<const uint8_t*>(row);
       const int n_groups = format.QuantGroups();
       const uint8_t* tails = bytes + n_quantized + 4 * n_groups;
@@ -128,7 +128,7 @@ void DecodeKvRow(const KvRowFormat& format, const void* row, float* values) {
           float scale;
           std::memcpy(&scale, bytes + n_quantized + 4 * (part_index / format.quant_group),
                       sizeof(float));
-          values[index] = static_cast<float>(q[part_index]) * scale;
+          values[index] = static_cast<float>(static_cast<int>(bytes[part_index]) - 128) * scale;
         }
       });
       return;

@@ -6,7 +6,9 @@
 // int8 rows: every value except the last `rope_tail_dim` of each K head is quantised symmetrically
 // in groups of `quant_group` consecutive (non-tail) values, scale = max|x| / 127; the tails stay
 // bf16. Byte layout: [int8 values][f32 scale per group][bf16 tails]. For MLA (512 latent + 64
-// RoPE, groups of 128) that is 512 + 16 + 128 = 656 bytes, the size of FlashMLA's FP8 row.
+// RoPE, groups of 128) that is 512 + 16 + 128 = 656 bytes, the size of FlashMLA's FP8 row. The
+// int8 values q in [-127, 127] are stored excess-128, as the bytes q + 128: the unsigned operand
+// vpdpbusd takes, so the VNNI scores kernel reads the rows in place.
 #pragma once
 
 #include <cstddef>

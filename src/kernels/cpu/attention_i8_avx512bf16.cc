@@ -2,7 +2,7 @@
 // the scores' body by vpdpbusd (64 multiply-adds per instruction, twice vdpbf16ps), P V by
 // vpdpwssd on probabilities quantised to int16. Compiled with the AVX512-BF16 flags plus VNNI.
 //
-// Symbols (kv_row.h, kernel_table.h): a row is [body int8 (body_dim)][f32 scale per group of
+// Symbols (kv_row.h, kernel_table.h): a row is [body int8 + 128 (body_dim)][f32 scale per group of
 // quant_group][bf16 tail (tail_dim)]; k_r = body_r * scale_r(group) ++ tail_r; V_r = the first dv
 // values of body_r * scale_r. q[h] = q_int[h] * q_scale[h](group) ++ q_tail[h].
 //   s[h, r] = sum_g q_scale[h, g] * row_scale[r, g] * (sum_{c in g} q_int[h, c] * body_r[c])
@@ -34,13 +34,13 @@ inline __m512i DpWssd(__m512i acc, __m512i a, __m512i b) {
   return acc;
 }
 
-// Scores of R rows against the 16 heads of head block `hb`. The rows' bodies are first copied
-// with every byte xor 0x80 (value + 128, vpdpbusd's unsigned operand); q's offsets hold
-// -128 * sum(q_int) per group, which makes each group's sum the exact signed dot product. Heads
-// are the vector lanes: a row's 4 bytes are broadcast against 4 columns of all 16 heads.
+// Scores of R rows against the 16 heads of head block `hb`. The rows' bodies hold value + 128
+// (kv_row.h), vpdpbusd's unsigned operand, read in place; q's offsets hold -128 * sum(q_int) per
+// group, which makes each group's sum the exact signed dot product. Heads are the vector lanes: a
+// row's 4 bytes are broadcast against 4 columns of all 16 heads.
 template <int R>
-inline void DotRowsI8Tile(const uint8_t* const* rows, const uint8_t* flipped, const I8Query& q,
-                          int hb, float* s, int64_t lds) {
+inline void DotRowsI8Tile(const uint8_t* const* rows, const I8Query& q, int hb, float* s,
+                          int64_t lds) {
   const int n_groups = q.body_dim / q.quant_group;
   const int quads = q.quant_group / 4;
   const int32_t* body = q.body + static_cast<int64_t>(hb) * (q.body_dim / 4) * 16;
@@ -54,12 +54,12 @@ inline void DotRowsI8Tile(const uint8_t* const* rows, const uint8_t* flipped, co
     __m512i isum[R];
     Unrolled<R>([&](auto i) { isum[i] = init; });
     const int32_t* body_g = body + static_cast<int64_t>(g) * quads * 16;
-    const uint8_t* flipped_g = flipped + static_cast<int64_t>(g) * q.quant_group;
+    const int64_t body_offset = static_cast<int64_t>(g) * q.quant_group;
     for (int64_t j = 0; j < quads; ++j) {
       const __m512i qv = _mm512_loadu_si512(body_g + j * 16);
       Unrolled<R>([&](auto i) {
         int32_t quad;
-        std::memcpy(&quad, flipped_g + i * q.body_dim + 4 * j, sizeof(quad));
+        std::memcpy(&quad, rows[i] + body_offset + 4 * j, sizeof(quad));
         isum[i] = DpBusd(isum[i], _mm512_set1_epi32(quad), qv);
       });
     }
@@ -87,19 +87,8 @@ inline void DotRowsI8Tile(const uint8_t* const* rows, const uint8_t* flipped, co
   }
 }
 
-// Copies the bodies of rows[0, R) xor 0x80 into flipped [R, body_dim] and prefetches `next`
-// rows (row_bytes each) into L1.
-template <int R>
-inline void FlipBodies(const uint8_t* const* rows, int body_dim, const uint8_t* const* next,
-                       int n_next, int64_t row_bytes, uint8_t* flipped) {
-  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
-  for (int i = 0; i < R; ++i) {
-    for (int b = 0; b < body_dim; b += 64) {
-      const __m512i v = _mm512_loadu_si512(rows[i] + b);
-      _mm512_storeu_si512(flipped + static_cast<int64_t>(i) * body_dim + b,
-                          _mm512_xor_si512(v, bias));
-    }
-  }
+// Prefetches the `n_next` rows `next` (row_bytes each) into L1.
+inline void PrefetchRows(const uint8_t* const* next, int n_next, int64_t row_bytes) {
   for (int i = 0; i < n_next; ++i) {
     for (int64_t b = 0; b < row_bytes; b += 64)
       _mm_prefetch(reinterpret_cast<const char*>(next[i]) + b, _MM_HINT_T0);
@@ -109,45 +98,39 @@ inline void FlipBodies(const uint8_t* const* rows, int body_dim, const uint8_t* 
 void DotRowsI8(const uint8_t* const* rows, int n_rows, const I8Query& q, float* s, int lds_int) {
   constexpr int kRows = 8;
   const int64_t lds = lds_int;
-  const int64_t row_bytes = q.row_bytes;
-  thread_local std::vector<uint8_t> flipped_buffer;
-  flipped_buffer.resize(static_cast<size_t>(kRows) * static_cast<size_t>(q.body_dim));
-  uint8_t* flipped = flipped_buffer.data();
   int r = 0;
   for (; r + kRows <= n_rows; r += kRows) {
     const int n_next = std::min(kRows, n_rows - r - kRows);
-    FlipBodies<kRows>(rows + r, q.body_dim, rows + r + kRows, n_next, row_bytes, flipped);
-    for (int hb = 0; hb < q.n_heads / 16; ++hb)
-      DotRowsI8Tile<kRows>(rows + r, flipped, q, hb, s + r, lds);
+    if (n_next > 0) PrefetchRows(rows + r + kRows, n_next, q.row_bytes);
+    for (int hb = 0; hb < q.n_heads / 16; ++hb) DotRowsI8Tile<kRows>(rows + r, q, hb, s + r, lds);
   }
   for (; r < n_rows; ++r) {
-    FlipBodies<1>(rows + r, q.body_dim, nullptr, 0, row_bytes, flipped);
-    for (int hb = 0; hb < q.n_heads / 16; ++hb)
-      DotRowsI8Tile<1>(rows + r, flipped, q, hb, s + r, lds);
+    for (int hb = 0; hb < q.n_heads / 16; ++hb) DotRowsI8Tile<1>(rows + r, q, hb, s + r, lds);
   }
 }
 
 // P V for NH heads and the 32 columns [c, c + 32) of column group g: rows in pairs, their int8
-// values widened to int16 and interleaved (vpunpck{l,h}wd) so one vpdpwssd adds
-// p[2i] v[2i] + p[2i+1] v[2i+1] for 16 columns, exactly in int32. The interleave permutes the
-// columns as in the bf16 P V (kernels_avx512bf16.cc): lane 4L + i of `lo` is column 8L + i and of
-// `hi` column 8L + 4 + i; the sums are permuted back when added to acc.
-// pairs: [NH, ldq] int16 pairs, low = even row; unit: [NH] the float value of one int16 step.
+// values (the stored bytes xor 0x80) widened to int16 and interleaved (vpunpck{l,h}wd) so one
+// vpdpwssd adds p[2i] v[2i] + p[2i+1] v[2i+1] for 16 columns, exactly in int32. The interleave
+// permutes the columns as in the bf16 P V (kernels_avx512bf16.cc): lane 4L + i of `lo` is column 8L
+// + i and of `hi` column 8L + 4 + i; the sums are permuted back when added to acc. pairs: [NH, ldq]
+// int16 pairs, low = even row; unit: [NH] the float value of one int16 step.
 template <int NH>
 inline void PvSliceI8(const uint32_t* pairs, int64_t ldq, const float* unit, int n_pairs,
                       const uint8_t* const* rows, int n_rows, int64_t dv, int64_t c, float* acc) {
   const __m512i back0 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
   const __m512i back1 = _mm512_add_epi32(back0, _mm512_set1_epi32(8));
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  auto load = [&](const uint8_t* p) {
+    return _mm512_cvtepi8_epi16(
+        _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), bias));
+  };
   __m512i lo[NH];
   __m512i hi[NH];
   Unrolled<NH>([&](auto h) { lo[h] = hi[h] = _mm512_setzero_si512(); });
   for (int64_t i = 0; i < n_pairs; ++i) {
-    const __m512i v0 =
-        _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[2 * i] + c)));
-    const __m512i v1 = 2 * i + 1 < n_rows
-                           ? _mm512_cvtepi8_epi16(_mm256_loadu_si256(
-                                 reinterpret_cast<const __m256i*>(rows[2 * i + 1] + c)))
-                           : _mm512_setzero_si512();
+    const __m512i v0 = load(rows[2 * i] + c);
+    const __m512i v1 = 2 * i + 1 < n_rows ? load(rows[2 * i + 1] + c) : _mm512_setzero_si512();
     const __m512i vlo = _mm512_unpacklo_epi16(v0, v1);
     const __m512i vhi = _mm512_unpackhi_epi16(v0, v1);
     Unrolled<NH>([&](auto h) {
