@@ -207,27 +207,35 @@ void PvAccumulateI8(const float* p, int ldp, int n_heads, int n_rows, const uint
   // the int16 value of p * row_scale[j, g] is round(p * row_scale[j, g] / unit): one pass, no
   // per-head maximum (half the preparation time in BM_AbsorbedMlaDecode), and an absolute step of
   // at most 2^-15 of the largest weight a probability of 1 would get.
-  for (int g = 0; g < n_groups; ++g) {
-    float* steps_g = steps.data() + g * padded_rows;
-    float top = 0.0f;
-    for (int j = 0; j < n_rows; ++j) {
-      std::memcpy(&steps_g[j], rows[j] + body_dim + int64_t{4} * g, sizeof(float));
-      top = std::max(top, steps_g[j]);
+  for (int j = 0; j < n_rows; ++j) {  // a row's group scales are adjacent
+    for (int g = 0; g < n_groups; ++g) {
+      std::memcpy(&steps[static_cast<size_t>(g * padded_rows + j)],
+                  rows[j] + body_dim + int64_t{4} * g, sizeof(float));
     }
-    const float inv = top > 0.0f ? 32767.0f / top : 0.0f;
-    for (int j = 0; j < n_rows; ++j) steps_g[j] *= inv;
-    std::fill_n(units.data() + static_cast<ptrdiff_t>(g) * n_heads, n_heads, top / 32767.0f);
   }
   for (int g = 0; g < n_groups; ++g) {
-    const float* steps_g = steps.data() + g * padded_rows;
-    for (int h = 0; h < n_heads; ++h) {
-      const float* p_h = p + static_cast<int64_t>(h) * ldp;
-      uint32_t* out = pairs.data() + (static_cast<int64_t>(g) * n_heads + h) * ldq;
-      for (int64_t j = 0; j < padded_rows; j += 16) {
-        const int left = static_cast<int>(std::clamp<int64_t>(n_rows - j, 0, 16));
-        const __m512 pv = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << left) - 1u), p_h + j);
+    float* steps_g = steps.data() + g * padded_rows;
+    // Scales are >= 0 and the padding rows 0: one vector maximum over the padded rows (a scalar
+    // running maximum was a 256-long dependency chain per group and tile).
+    __m512 top_lanes = _mm512_setzero_ps();
+    for (int64_t j = 0; j < padded_rows; j += 16)
+      top_lanes = _mm512_max_ps(top_lanes, _mm512_loadu_ps(steps_g + j));
+    const float top = _mm512_reduce_max_ps(top_lanes);
+    const __m512 inv = _mm512_set1_ps(top > 0.0f ? 32767.0f / top : 0.0f);
+    for (int64_t j = 0; j < padded_rows; j += 16)
+      _mm512_storeu_ps(steps_g + j, _mm512_mul_ps(_mm512_loadu_ps(steps_g + j), inv));
+    std::fill_n(units.data() + static_cast<ptrdiff_t>(g) * n_heads, n_heads, top / 32767.0f);
+  }
+  for (int h = 0; h < n_heads; ++h) {
+    const float* p_h = p + static_cast<int64_t>(h) * ldp;
+    for (int64_t j = 0; j < padded_rows; j += 16) {
+      const int left = static_cast<int>(std::clamp<int64_t>(n_rows - j, 0, 16));
+      const __m512 pv = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << left) - 1u), p_h + j);
+      for (int g = 0; g < n_groups; ++g) {
         // Saturated: a p rounded a little above 1 stays 32767.
-        const __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(pv, _mm512_loadu_ps(steps_g + j)));
+        const __m512i v = _mm512_cvtps_epi32(
+            _mm512_mul_ps(pv, _mm512_loadu_ps(steps.data() + g * padded_rows + j)));
+        uint32_t* out = pairs.data() + (static_cast<int64_t>(g) * n_heads + h) * ldq;
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j / 2), _mm512_cvtsepi32_epi16(v));
       }
     }
