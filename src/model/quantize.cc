@@ -20,19 +20,31 @@ namespace mlarun {
 
 namespace {
 
+// Returns `bytes` (64-byte aligned) from weights.q8_pages, mapping a new chunk of at least 64 MiB
+// when the last one is full (untouched pages of a chunk cost no memory). Heap memory would be 4 KiB
+// pages: `--weights int8` decoded at 75.7 tok/s against 90.4 for the same Q8 weights loaded into
+// huge pages, prefill at 852 against 1193 (bench-v2-lite, 2 threads).
+uint8_t* AllocateQ8Pages(ModelWeights& weights, size_t bytes) {
+  constexpr size_t kChunk = size_t{64} << 20;
+  bytes = (bytes + 63) / 64 * 64;
+  if (weights.q8_pages.empty() || weights.q8_pages_used + bytes > weights.q8_pages.back().size()) {
+    weights.q8_pages.emplace_back(std::max(bytes, kChunk));
+    weights.q8_pages_used = 0;
+  }
+  uint8_t* p = weights.q8_pages.back().data() + weights.q8_pages_used;
+  weights.q8_pages_used += bytes;
+  weights.q8_bytes += bytes;
+  return p;
+}
+
 // Allocates packed Q8 storage (Q8Layout::kPacked16, all zero weights) for a rows x cols matrix
 // and returns the matrix view.
 WeightMatrix AllocatePackedQ8(int64_t rows, int64_t cols, ModelWeights& weights, uint8_t** values,
                               uint16_t** scales) {
-  auto value_buffer = std::make_unique_for_overwrite<uint8_t[]>(
-      static_cast<size_t>(PackedQ8ValueBytes(rows, cols)));
-  auto scale_buffer = std::make_unique_for_overwrite<uint8_t[]>(
-      static_cast<size_t>(PackedQ8ScaleCount(rows, cols)) * sizeof(uint16_t));
-  *values = value_buffer.get();
-  *scales = reinterpret_cast<uint16_t*>(scale_buffer.get());
+  *values = AllocateQ8Pages(weights, static_cast<size_t>(PackedQ8ValueBytes(rows, cols)));
+  *scales = reinterpret_cast<uint16_t*>(AllocateQ8Pages(
+      weights, static_cast<size_t>(PackedQ8ScaleCount(rows, cols)) * sizeof(uint16_t)));
   InitPackedQ8(rows, cols, *values, *scales);
-  weights.owned.push_back(std::move(value_buffer));
-  weights.owned.push_back(std::move(scale_buffer));
   return {.dtype = DType::kI8,
           .rows = rows,
           .cols = cols,

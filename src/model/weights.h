@@ -79,6 +79,11 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   std::vector<std::unique_ptr<uint8_t[]>> owned;  // copies of unaligned or derived tensors
   std::vector<HugePageBuffer> owned_pages;        // packed bf16 copies (PackBf16Weights)
+  // Packed Q8 matrices made at load (quantised, derived or repacked), bump-allocated 64-byte
+  // aligned from huge-page chunks: streamed at memory bandwidth like the copied weights.
+  std::vector<HugePageBuffer> q8_pages;
+  size_t q8_pages_used = 0;  // bytes taken from q8_pages.back()
+  size_t q8_bytes = 0;       // bytes taken from all of q8_pages
 };
 
 // What a tensor binds to: exactly one of matrix / vector is set.
