@@ -24,7 +24,8 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kMagic[8] = {'M', 'L', 'A', 'K', 'V', 'B', '1', '\n'};
-constexpr uint32_t kVersion = 1;
+// 2: int8 rows hold their values excess-128 (kv_row.h); version-1 files would be misread.
+constexpr uint32_t kVersion = 2;
 constexpr const char* kExtension = ".kvb";
 
 struct FileHeader {
@@ -94,7 +95,7 @@ DiskCache::DiskCache(const DiskCacheOptions& options) : options_(options) {
     FileHeader header{};
     std::ifstream in(entry.path(), std::ios::binary);
     if (!in.read(reinterpret_cast<char*>(&header), sizeof(header)) ||
-        std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0 ||
+        std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0 || header.version != kVersion ||
         header.fingerprint != options_.fingerprint || header.hash != hash ||
         header.block_size != static_cast<uint32_t>(options_.block_size)) {
       ++foreign;
