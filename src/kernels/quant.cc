@@ -19,21 +19,26 @@ inline int8_t RoundToInt8(float v) {
   return static_cast<int8_t>(static_cast<int>((v + kMagic) - kMagic));
 }
 
-// Quantises each block of 32 with scale = round(max|x| / 127): `store_scale(block, scale)` keeps
-// the scale in its storage type and returns the value the int8 values are computed with.
+// Quantises x [n] with one scale, max|x| / 127, into q [n_out] (0 past n): `store_scale(scale)`
+// keeps the scale in its storage type and returns the value the int8 values are computed with.
+template <typename StoreScale>
+void QuantizeBlock(const float* x, int64_t n, int64_t n_out, int8_t* q, StoreScale store_scale) {
+  float max_abs = 0.0f;
+  for (int64_t i = 0; i < n; ++i) max_abs = std::max(max_abs, std::fabs(x[i]));
+  const float scale = store_scale(max_abs / 127.0f);
+  const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+  for (int64_t i = 0; i < n_out; ++i) {
+    q[i] = i < n ? RoundToInt8(std::clamp(x[i] * inv, -127.0f, 127.0f)) : 0;
+  }
+}
+
+// Quantises each block of 32 with its own scale (QuantizeBlock); `store_scale(block, scale)`.
 template <typename StoreScale>
 void QuantizeBlocks(const float* x, int64_t cols, int8_t* q, StoreScale store_scale) {
-  const int64_t padded = Q8PaddedCols(cols);
-  for (int64_t b = 0; b < padded / kQ8Block; ++b) {
+  for (int64_t b = 0; b < Q8PaddedCols(cols) / kQ8Block; ++b) {
     const int64_t begin = b * kQ8Block;
-    const int64_t end = std::min(cols, begin + kQ8Block);
-    float max_abs = 0.0f;
-    for (int64_t i = begin; i < end; ++i) max_abs = std::max(max_abs, std::fabs(x[i]));
-    const float scale = store_scale(b, max_abs / 127.0f);
-    const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
-    for (int64_t i = begin; i < begin + kQ8Block; ++i) {
-      q[i] = i < end ? RoundToInt8(std::clamp(x[i] * inv, -127.0f, 127.0f)) : 0;
-    }
+    QuantizeBlock(x + begin, std::clamp<int64_t>(cols - begin, 0, kQ8Block), kQ8Block, q + begin,
+                  [&](float scale) { return store_scale(b, scale); });
   }
 }
 
@@ -50,15 +55,9 @@ void QuantizeActivationRowQ8(const float* x, int64_t cols, int8_t* q, float* sca
 }
 
 int32_t QuantizeGroupI8(const float* x, int64_t n, int8_t* q, float* scale) {
-  float max_abs = 0.0f;
-  for (int64_t i = 0; i < n; ++i) max_abs = std::max(max_abs, std::fabs(x[i]));
-  *scale = max_abs / 127.0f;
-  const float inv = *scale > 0.0f ? 1.0f / *scale : 0.0f;
+  QuantizeBlock(x, n, n, q, [&](float s) { return *scale = s; });
   int32_t sum = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    q[i] = RoundToInt8(std::clamp(x[i] * inv, -127.0f, 127.0f));
-    sum += q[i];
-  }
+  for (int64_t i = 0; i < n; ++i) sum += q[i];
   return sum;
 }
 

@@ -150,9 +150,9 @@ void DotRowsI8(const uint8_t* const* rows, int n_rows, const I8Query& q, float* 
 // P V for NH heads and the 32 columns [c, c + 32) of column group g: rows in pairs, their int8
 // values (the stored bytes xor 0x80) widened to int16 and interleaved (vpunpck{l,h}wd) so one
 // vpdpwssd adds p[2i] v[2i] + p[2i+1] v[2i+1] for 16 columns, exactly in int32. The interleave
-// permutes the columns as in the bf16 P V (kernels_avx512bf16.cc): lane 4L + i of `lo` is column 8L
-// + i and of `hi` column 8L + 4 + i; the sums are permuted back when added to acc. pairs: [NH, ldq]
-// int16 pairs, low = even row; unit: [NH] the float value of one int16 step.
+// permutes the columns as in the bf16 P V (kernels_avx512bf16.cc): lane 4L + i of `lo` is
+// column 8L + i and of `hi` column 8L + 4 + i; the sums are permuted back when added to acc.
+// pairs: [NH, ldq] int16 pairs, low = even row; unit: [NH] the float value of one int16 step.
 template <int NH>
 inline void PvSliceI8(const uint32_t* pairs, int64_t ldq, const float* unit, int n_pairs,
                       const uint8_t* const* rows, int n_rows, int64_t dv, int64_t c, float* acc) {
