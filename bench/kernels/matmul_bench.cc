@@ -121,6 +121,71 @@ BENCHMARK_CAPTURE(BM_MatMul, scalar_q8, Isa::kScalar, DType::kI8)->Apply(Shapes)
 BENCHMARK_CAPTURE(BM_MatMul, avx2_q8, Isa::kAvx2, DType::kI8)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx512_q8, Isa::kAvx512, DType::kI8)->Apply(Shapes);
 
+// The weight products of one int8 decode step of the bench model (DeepSeek-V2-Lite shapes, 4
+// layers: 1 dense + 3 MoE with 6 routed and 2 shared experts; lm_head 102,400 rows), as the
+// engine issues them: one MatMulBatch per step of a layer, each reading its own rows. Every
+// matrix is approximated by as many 2,048-column rows as it has bytes, cut from one huge-page
+// buffer in order. Reports GB/s of weights, to compare with `BM_MatMul` (one long stream) and
+// with `mlarun bench` decode (which adds everything that is not a product).
+void BM_DecodeStepQ8(benchmark::State& state) {
+  const int64_t per_head = 512 * 128 / kCols;  // W_uk^T, W_uv: [512 x 128] per head
+  // Rows of each batch: a list of jobs (rows each).
+  std::vector<std::vector<int64_t>> batches;
+  for (int layer = 0; layer < 4; ++layer) {
+    batches.push_back({3072});                              // q_proj
+    batches.push_back({576});                               // kv_a_proj_with_mqa
+    batches.push_back(std::vector<int64_t>(16, per_head));  // W_uk^T per head
+    batches.push_back(std::vector<int64_t>(16, per_head));  // W_uv per head
+    batches.push_back({2048});                              // o_proj
+    if (layer == 0) {
+      batches.push_back({10944, 10944});  // dense gate, up
+      batches.push_back({10944});         // down [2048 x 10944]
+    } else {
+      batches.push_back({256});  // router (f32 [64 x 2048] in the engine: 512 KB)
+      std::vector<int64_t> gate_up(12, 1408);
+      gate_up.push_back(2816);  // shared experts' gate, up
+      gate_up.push_back(2816);
+      batches.push_back(gate_up);
+      std::vector<int64_t> down(6, 1408);  // [2048 x 1408] each
+      down.push_back(2816);                // shared down [2048 x 2816]
+      batches.push_back(down);
+    }
+  }
+  batches.push_back({102400});  // lm_head
+  int64_t total_rows = 0;
+  for (const auto& b : batches) {
+    for (int64_t r : b) total_rows += r;
+  }
+  const WeightMatrix w = GetMatrix(DType::kI8, (total_rows + 15) / 16 * 16);
+  ThreadPool pool(static_cast<int>(state.range(0)));
+  Exec exec{pool, GetKernelTable(Isa::kAvx512)};
+  std::vector<float> x(kCols, 0.5f);
+  std::vector<float> y(static_cast<size_t>(total_rows));
+  std::vector<std::vector<MatMulJob>> jobs;
+  int64_t row = 0;
+  for (const auto& b : batches) {
+    jobs.emplace_back();
+    for (int64_t r : b) {
+      jobs.back().push_back({&w, row, row + r, x.data(), 1, y.data() + row});
+      row += r;
+    }
+  }
+  for (auto _ : state) {
+    for (const auto& batch : jobs) MatMulBatch(exec, batch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["products"] = static_cast<double>(jobs.size());
+  state.counters["weight_GB/s"] =
+      benchmark::Counter(static_cast<double>(total_rows * kCols) * (1.0 + 2.0 / kQ8Block) *
+                             static_cast<double>(state.iterations()) / 1e9,
+                         benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_DecodeStepQ8)
+    ->Arg(2)
+    ->ArgName("threads")
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
 // The GEMM of prefill attention (one thread): S = Q_h K_h^T for a tile of m (32, 128) queries
 // against 4,608 cached positions (dk 192), and O = P V_h (k 4,608, dv 128).
 // The routed experts' gate and up projections of one MoE decode step of 16 sequences: 64 experts

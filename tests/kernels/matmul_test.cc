@@ -119,6 +119,55 @@ struct PackedQ8Fixture {
   }
 };
 
+// A batch of jobs with uneven row counts (cut by MatMulBatch into work items of shrinking sizes,
+// some ending at a job's end) gives bitwise what one MatMulRows per job gives on one thread, on
+// 2 and 3 threads, and covers every row exactly once.
+TEST(PackedQ8Test, BatchOfUnevenJobsEqualsSeparateProductsOnAnyThreadCount) {
+  const PackedQ8Fixture a(3000, 256, 21), b(200, 256, 22);
+  Rng rng(23);
+  std::vector<float> x(2 * 256), x2(256);
+  for (float& v : x) v = rng.NextSymmetric();
+  for (float& v : x2) v = rng.NextSymmetric();
+  const int64_t n = 2;
+  // Jobs over rows [0, 1408), [1408, 1417), [1417, 3000) of a (two tokens) and all of b (one).
+  struct Part {
+    const WeightMatrix* w;
+    int64_t begin, end, n_tokens;
+    const float* x;
+  };
+  const Part parts[] = {{&a.m, 0, 1408, n, x.data()},
+                        {&a.m, 1408, 1417, n, x.data()},
+                        {&a.m, 1417, 3000, n, x.data()},
+                        {&b.m, 0, 200, 1, x2.data()}};
+  for (Isa isa : SupportedIsas()) {
+    ThreadPool one(1);
+    Exec exec1{one, GetKernelTable(isa)};
+    std::vector<std::vector<float>> expected;
+    for (const Part& p : parts) {
+      expected.emplace_back(static_cast<size_t>((p.end - p.begin) * p.n_tokens));
+      MatMulRows(exec1, *p.w, p.begin, p.end, p.x, p.n_tokens, expected.back().data());
+    }
+    for (int threads : {2, 3}) {
+      ThreadPool pool(threads);
+      Exec exec{pool, GetKernelTable(isa)};
+      std::vector<std::vector<float>> got;
+      std::vector<MatMulJob> jobs;
+      for (const Part& p : parts) {
+        got.emplace_back(static_cast<size_t>((p.end - p.begin) * p.n_tokens), std::nanf(""));
+      }
+      for (size_t i = 0; i < std::size(parts); ++i) {
+        const Part& p = parts[i];
+        jobs.push_back({p.w, p.begin, p.end, p.x, p.n_tokens, got[i].data()});
+      }
+      MatMulBatch(exec, jobs);
+      for (size_t i = 0; i < std::size(parts); ++i) {
+        // NaN-filled outputs: a row no item covered would differ (NaN != anything).
+        EXPECT_EQ(got[i], expected[i]) << IsaName(isa) << " threads " << threads << " job " << i;
+      }
+    }
+  }
+}
+
 TEST(PackedQ8Test, RowsRoundTripThroughThePackedLayout) {
   const PackedQ8Fixture f(37, 100, 3);  // a partial last group, padded columns
   const int64_t stride = Q8PaddedCols(f.cols);
