@@ -128,7 +128,7 @@ BENCHMARK_CAPTURE(BM_MatMul, avx512_q8, Isa::kAvx512, DType::kI8)->Apply(Shapes)
 // buffer in order. Reports GB/s of weights, to compare with `BM_MatMul` (one long stream) and
 // with `mlarun bench` decode (which adds everything that is not a product).
 void BM_DecodeStepQ8(benchmark::State& state) {
-  const int64_t per_head = 512 * 128 / kCols;  // W_uk^T, W_uv: [512 x 128] per head
+  const int64_t per_head = int64_t{512} * 128 / kCols;  // W_uk^T, W_uv: [512 x 128] per head
   // Rows of each batch: a list of jobs (rows each).
   std::vector<std::vector<int64_t>> batches;
   for (int layer = 0; layer < 4; ++layer) {

@@ -125,7 +125,7 @@ struct PackedQ8Fixture {
 TEST(PackedQ8Test, BatchOfUnevenJobsEqualsSeparateProductsOnAnyThreadCount) {
   const PackedQ8Fixture a(3000, 256, 21), b(200, 256, 22);
   Rng rng(23);
-  std::vector<float> x(2 * 256), x2(256);
+  std::vector<float> x(size_t{2} * 256), x2(256);
   for (float& v : x) v = rng.NextSymmetric();
   for (float& v : x2) v = rng.NextSymmetric();
   const int64_t n = 2;
