@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
 #include <numeric>
 #include <unordered_map>
 #include <vector>
@@ -11,7 +14,54 @@
 namespace mlarun {
 
 int32_t Argmax(std::span<const float> logits) {
-  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  // 16 lanes in 4 vectors of 4 (GCC vector extensions: SSE2 code in the portable build, no
+  // dispatch), each lane keeping the first index of its largest value (strict >) by compare and
+  // select; then the lanes are merged, lowest index on ties. std::max_element compares and
+  // branches per element: ~70 us for a 102,400-entry vocabulary, on the calling thread of every
+  // decode step while the other threads wait.
+  using Floats = float __attribute__((vector_size(16)));
+  using Ints = int32_t __attribute__((vector_size(16)));
+  constexpr int64_t kVectors = 4;
+  constexpr int64_t kLanes = kVectors * 4;
+  const auto n = static_cast<int64_t>(logits.size());
+  if (n == 0) return 0;
+  const float* x = logits.data();
+  const float lowest = -std::numeric_limits<float>::infinity();
+  Floats best[kVectors];
+  Ints best_index[kVectors];
+  for (int64_t k = 0; k < kVectors; ++k) {
+    best[k] = Floats{lowest, lowest, lowest, lowest};
+    best_index[k] = Ints{0, 0, 0, 0};
+  }
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t k = 0; k < kVectors; ++k) {
+      Floats v;
+      std::memcpy(&v, x + i + 4 * k, sizeof(v));
+      const Ints larger = v > best[k];
+      const auto first = static_cast<int32_t>(i + 4 * k);
+      best[k] = larger ? v : best[k];
+      best_index[k] = larger ? Ints{first, first + 1, first + 2, first + 3} : best_index[k];
+    }
+  }
+  // Lanes that saw nothing above -inf hold index 0, which is never after the true answer.
+  float max_value = x[0];
+  int64_t max_index = 0;
+  for (int64_t k = 0; k < kVectors; ++k) {
+    for (int j = 0; j < 4; ++j) {
+      if (best[k][j] > max_value || (best[k][j] == max_value && best_index[k][j] < max_index)) {
+        max_value = best[k][j];
+        max_index = best_index[k][j];
+      }
+    }
+  }
+  for (; i < n; ++i) {
+    if (x[i] > max_value) {
+      max_value = x[i];
+      max_index = i;
+    }
+  }
+  return static_cast<int32_t>(max_index);
 }
 
 int32_t Sampler::Sample(std::span<float> logits, std::span<const int32_t> history) {

@@ -3,9 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 #include <vector>
+
+#include "core/rng.h"
 
 namespace mlarun {
 namespace {
@@ -26,6 +30,24 @@ const std::vector<float> kLogits = {std::log(0.05f), std::log(0.4f), std::log(0.
 TEST(SamplerTest, GreedyIsArgmax) {
   std::vector<float> l = kLogits;
   EXPECT_EQ(Sampler({}).Sample(l, {}), 1);
+}
+
+// Argmax (16 lanes merged at the end) against std::max_element, which returns the first of
+// equal maxima: lengths around the lane count, values from a small set so ties are common, the
+// maximum in the tail or at index 0, and -inf everywhere.
+TEST(SamplerTest, ArgmaxIsTheFirstLargestForAnyLength) {
+  Rng rng(11);
+  for (size_t n : {1, 2, 15, 16, 17, 31, 32, 33, 100, 1000, 102400}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<float> x(n);
+      for (float& v : x) v = static_cast<float>(rng.NextU64() % 7) - 3.0f;
+      if (trial == 1) x.back() = 10.0f;
+      if (trial == 2) x.front() = 10.0f;
+      if (trial == 3) std::fill(x.begin(), x.end(), -std::numeric_limits<float>::infinity());
+      const auto expected = std::max_element(x.begin(), x.end()) - x.begin();
+      ASSERT_EQ(Argmax(x), expected) << "n " << n << " trial " << trial;
+    }
+  }
 }
 
 TEST(SamplerTest, TopKRestrictsToTheKBest) {
