@@ -128,6 +128,10 @@ BENCHMARK_CAPTURE(BM_MatMul, avx512_q8, Isa::kAvx512, DType::kI8)->Apply(Shapes)
 // buffer in order. Reports GB/s of weights, to compare with `BM_MatMul` (one long stream) and
 // with `mlarun bench` decode (which adds everything that is not a product).
 void BM_DecodeStepQ8(benchmark::State& state) {
+  if (!IsaSupported(Isa::kAvx512)) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
   const int64_t per_head = int64_t{512} * 128 / kCols;  // W_uk^T, W_uv: [512 x 128] per head
   // Rows of each batch: a list of jobs (rows each).
   std::vector<std::vector<int64_t>> batches;
@@ -141,7 +145,7 @@ void BM_DecodeStepQ8(benchmark::State& state) {
       batches.push_back({10944, 10944});  // dense gate, up
       batches.push_back({10944});         // down [2048 x 10944]
     } else {
-      batches.push_back({256});  // router (f32 [64 x 2048] in the engine: 512 KB)
+      batches.push_back({256});  // router ([64 x 2048] bf16 or f32 in the engine: 256-512 KB)
       std::vector<int64_t> gate_up(12, 1408);
       gate_up.push_back(2816);  // shared experts' gate, up
       gate_up.push_back(2816);
