@@ -83,6 +83,17 @@ void BM_AbsorbedMlaDecode(benchmark::State& state, Isa isa) {
 }
 
 BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, scalar, Isa::kScalar)->Args({4096, 0, 1, 0})->UseRealTime();
+// AVX2 + FMA (CPUs without AVX-512): bf16 rows in exact float32; int8 rows.
+BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx2, Isa::kAvx2)
+    ->ArgNames({"depth", "evict", "threads", "int8"})
+    ->Args({4096, 0, 1, 0})
+    ->Args({4096, 1, 1, 0})
+    ->Args({4096, 0, 2, 0})
+    ->Args({4096, 1, 2, 0})
+    ->Args({4096, 0, 1, 1})
+    ->Args({4096, 0, 2, 1})
+    ->Args({4096, 1, 2, 1})
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx512, Isa::kAvx512)
     ->Args({4096, 0, 1, 0})
     ->Args({4096, 1, 1, 0})

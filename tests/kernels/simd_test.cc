@@ -260,7 +260,7 @@ TEST_P(SimdTest, ExpMatchesStdExpToFloatPrecision) {
 
 TEST_P(SimdTest, PvAccumulateMatchesScalar) {
   for (int n_heads : {1, 3, 16, 21}) {
-    for (int dv : {7, 32, 512}) {
+    for (int dv : {7, 32, 44, 512}) {
       const int n_rows = 13;
       const int64_t stride = dv + 5;
       const std::vector<float> p = Random(static_cast<size_t>(n_heads * n_rows), 31);
@@ -658,8 +658,8 @@ TEST_P(SimdTest, SoftmaxTileStepsMatchScalar) {
 }
 
 TEST_P(SimdTest, DotRowsAndPvOverBf16RowPointersMatchScalar) {
-  for (int n_heads : {1, 3, 16}) {
-    for (int dim : {7, 40, 576}) {
+  for (int n_heads : {1, 3, 6, 16}) {
+    for (int dim : {7, 40, 44, 576}) {
       const int n_rows = 13;
       const std::vector<float> rows_f = Random(static_cast<size_t>(n_rows * (dim + 3)), 41);
       const std::vector<float> q_f = Random(static_cast<size_t>(n_heads * dim), 42);

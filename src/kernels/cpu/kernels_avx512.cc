@@ -71,6 +71,12 @@ struct V {
     _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1u), a);
   }
   static constexpr int kGemmRows = 12;  // GEMM tile: 12 rows x 2 vectors of accumulators
+  // Attention tiles (32 registers): scores 4 rows x 4 heads, P V 16 heads.
+  static constexpr int kScoreRows = 4;
+  static constexpr int kScoreHeads = 4;
+  static constexpr int kPvHeads = 16;
+  static constexpr int kPvSlices = 1;
+  static constexpr int kPvPairHeads = 0;  // no pair-form P V (see simd_impl.h)
 
   // Packed Q8 (quant.h): one 64-byte quad vector holds 4 columns of 16 rows; VNNI's u8 x s8
   // dot product takes the +128-offset weights as the unsigned side, and the integer sum starts
