@@ -115,22 +115,47 @@ void DecodeKvRow(const KvRowFormat& format, const void* row, float* values) {
       return;
     }
     case DType::kI8: {
+      // The row in runs of consecutive values (ForEachValue's order): each K head's body, then
+      // its tail, then the V values. Loops over plain runs, which the compiler vectorises (a
+      // per-value visitor with a division per value took ~5 ns per value, 65% of int8-cache
+      // decode attention where no in-place kernel applies).
       const int n_quantized = format.QuantizedValues();
       const auto* bytes = static_cast<const uint8_t*>(row);
       const int n_groups = format.QuantGroups();
-      const uint8_t* tails = bytes + n_quantized + 4 * n_groups;
-      ForEachValue(format, [&](int index, bool is_tail, int part_index) {
-        if (is_tail) {
-          uint16_t bits;
-          std::memcpy(&bits, tails + 2 * part_index, sizeof(bits));
-          values[index] = BF16ToF32(bits);
-        } else {
+      const uint8_t* scales = bytes + n_quantized;
+      const uint8_t* tails = scales + 4 * n_groups;
+      const int group = format.quant_group;
+      // Quantised values [q, q + count) into out, group by group.
+      auto body_run = [&](int q, int count, float* out) {
+        while (count > 0) {
+          const int g = q / group;
+          const int take = std::min(count, (g + 1) * group - q);
           float scale;
-          std::memcpy(&scale, bytes + n_quantized + 4 * (part_index / format.quant_group),
-                      sizeof(float));
-          values[index] = static_cast<float>(static_cast<int>(bytes[part_index]) - 128) * scale;
+          std::memcpy(&scale, scales + 4 * g, sizeof(float));
+          for (int i = 0; i < take; ++i)
+            out[i] = static_cast<float>(static_cast<int>(bytes[q + i]) - 128) * scale;
+          q += take;
+          count -= take;
+          out += take;
         }
-      });
+      };
+      const int k_body = format.head_dim_k - format.rope_tail_dim;
+      int quantized = 0;
+      for (int h = 0; h < format.n_head_kv; ++h) {
+        float* head = values + static_cast<ptrdiff_t>(h) * format.head_dim_k;
+        body_run(quantized, k_body, head);
+        quantized += k_body;
+        const uint8_t* tail = tails + 2 * h * format.rope_tail_dim;
+        for (int i = 0; i < format.rope_tail_dim; ++i) {
+          uint16_t bits;
+          std::memcpy(&bits, tail + 2 * i, sizeof(bits));
+          head[k_body + i] = BF16ToF32(bits);
+        }
+      }
+      if (!format.v_aliases_k) {
+        body_run(quantized, format.n_head_kv * format.head_dim_v,
+                 values + static_cast<ptrdiff_t>(format.n_head_kv) * format.head_dim_k);
+      }
       return;
     }
     default:

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "core/rng.h"
@@ -52,6 +53,41 @@ TEST(KvRowTest, Int8KeepsRopeTailInBf16AndBoundsError) {
     EXPECT_EQ(decoded[static_cast<size_t>(i)],
               BF16ToF32(F32ToBF16(values[static_cast<size_t>(i)])));
   }
+}
+
+// Decoding follows the byte layout of kv_row.h exactly, for a row whose quantisation groups run
+// across K heads, RoPE tails and the V values: the row is written byte by byte here.
+TEST(KvRowTest, Int8DecodeFollowsTheByteLayoutAcrossHeadsAndGroups) {
+  const KvRowFormat f{.dtype = DType::kI8,
+                      .n_head_kv = 2,
+                      .head_dim_k = 48,
+                      .head_dim_v = 40,
+                      .rope_tail_dim = 16,
+                      .quant_group = 32};
+  const int n_quantized = 2 * 32 + 2 * 40;  // K bodies, then V
+  ASSERT_EQ(f.QuantizedValues(), n_quantized);
+  ASSERT_EQ(f.QuantGroups(), 5);  // 144 / 32, the last group partial
+  std::vector<uint8_t> row(f.RowBytes());
+  ASSERT_EQ(row.size(), static_cast<size_t>(n_quantized + 4 * 5 + 2 * 2 * 16));
+  for (int i = 0; i < n_quantized; ++i) row[static_cast<size_t>(i)] = static_cast<uint8_t>(7 * i);
+  const float scales[5] = {0.5f, -0.25f, 2.0f, 0.125f, 3.0f};
+  std::memcpy(row.data() + n_quantized, scales, sizeof(scales));
+  for (int i = 0; i < 2 * 16; ++i) {
+    const uint16_t bits = F32ToBF16(static_cast<float>(i) - 10.5f);
+    std::memcpy(row.data() + n_quantized + 20 + 2 * i, &bits, sizeof(bits));
+  }
+  std::vector<float> decoded(static_cast<size_t>(f.ValuesPerRow()), -999.0f);
+  DecodeKvRow(f, row.data(), decoded.data());
+  auto quantized = [&](int q) {
+    return static_cast<float>(static_cast<int>(row[static_cast<size_t>(q)]) - 128) * scales[q / 32];
+  };
+  for (int h = 0; h < 2; ++h) {
+    for (int i = 0; i < 32; ++i) EXPECT_EQ(decoded[h * 48 + i], quantized(h * 32 + i)) << h << i;
+    for (int i = 0; i < 16; ++i) {
+      EXPECT_EQ(decoded[h * 48 + 32 + i], static_cast<float>(h * 16 + i) - 10.5f) << h << i;
+    }
+  }
+  for (int i = 0; i < 80; ++i) EXPECT_EQ(decoded[96 + i], quantized(64 + i)) << i;
 }
 
 TEST(KvRowTest, FloatFormatsRoundTrip) {

@@ -76,6 +76,10 @@ struct V {
   }
   static void Store(float* p, F a) { _mm256_storeu_ps(p, a); }
   static void StoreTail(float* p, F a, int n) { _mm256_maskstore_ps(p, TailMask(n), a); }
+  // MatMul tile: 4 rows x 3 tokens (12 accumulators, 3 activation vectors; 4 x 4 spilled):
+  // BM_MatMul avx2_bf16 on one core, 512 tokens 25.1 -> 35.4 GFLOP/s, 16 tokens 22.0 -> 28.9.
+  static constexpr int kMatRows = 4;
+  static constexpr int kMatTokens = 3;
   static constexpr int kGemmRows = 4;  // GEMM tile: 4 rows x 2 vectors of accumulators
   // Attention tiles within 16 registers (4 x 4 and 16 heads spilled): scores 4 rows x 2 heads
   // (8 accumulators, 4 query vectors); P V of float rows 4 heads x 2 vectors, of bf16 rows 4

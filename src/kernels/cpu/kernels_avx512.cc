@@ -70,6 +70,8 @@ struct V {
   static void StoreTail(float* p, F a, int n) {
     _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1u), a);
   }
+  static constexpr int kMatRows = 4;  // MatMul tile: 4 rows x 4 tokens
+  static constexpr int kMatTokens = 4;
   static constexpr int kGemmRows = 12;  // GEMM tile: 12 rows x 2 vectors of accumulators
   // Attention tiles (32 registers): scores 4 rows x 4 heads, P V 16 heads.
   static constexpr int kScoreRows = 4;

@@ -62,21 +62,23 @@ inline void Tile(const WT* const* rows, const float* x, int64_t ldx, int64_t col
       [&](auto r) { Unrolled<NT>([&](auto t) { y[t * ldy + r] = V::Reduce(acc[r][t]); }); });
 }
 
-// NT tokens against all `n_rows` rows, in row tiles of 4.
+// NT tokens against all `n_rows` rows, in row tiles of V::kMatRows.
 template <int NT, typename WT>
 inline void TokenTile(const WT* const* rows, int64_t n_rows, const float* x, int64_t cols, float* y,
                       int64_t ldy) {
   int64_t r = 0;
-  for (; r + 4 <= n_rows; r += 4) Tile<4, NT>(rows + r, x, cols, cols, y + r, ldy);
+  for (; r + V::kMatRows <= n_rows; r += V::kMatRows)
+    Tile<V::kMatRows, NT>(rows + r, x, cols, cols, y + r, ldy);
   for (; r < n_rows; ++r) Tile<1, NT>(rows + r, x, cols, cols, y + r, ldy);
 }
 
-// All tokens against `n_rows` rows. Token tiles are the outer loop, so a tile of activations
-// stays in L1 while the rows (already in L2) stream past it; x is read once per call.
+// All tokens against `n_rows` rows. Token tiles (of up to V::kMatTokens) are the outer loop, so a
+// tile of activations stays in L1 while the rows (already in L2) stream past it; x is read once
+// per call.
 template <typename WT>
 void RowsOfType(const WT* const* rows, int64_t n_rows, const float* x, int64_t n_tokens,
                 int64_t cols, float* y, int64_t ldy) {
-  ForEachTokenTile(n_tokens, [&](auto nt, int64_t t) {
+  ForEachTokenTile<V::kMatTokens>(n_tokens, [&](auto nt, int64_t t) {
     TokenTile<decltype(nt)::value>(rows, n_rows, x + t * cols, cols, y + t * ldy, ldy);
   });
 }
