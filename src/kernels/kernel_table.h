@@ -40,6 +40,12 @@ struct KernelTable {
   // exact int32 dot product, scaled by (weight scale * activation scale).
   void (*matmul_rows_q8)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
                          const Q8Activations& x, float* y, int64_t ldy);
+  // Optional (null: matmul_rows): matmul_rows for kBF16 row-major weights with each token's x
+  // [n_tokens, w.cols] in the pair form of bf16_pair_form, so that a bf16 row is widened by one
+  // integer op per vector (pairs split into their even and odd values) instead of two. Batch
+  // invariant like matmul_rows; the sums run in another order than matmul_rows's.
+  void (*matmul_rows_pair_x)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
+                             const float* x_pairs, int64_t n_tokens, float* y, int64_t ldy);
   // Quantises one activation row for matmul_rows_q8 (quant.h, QuantizeActivationRowQ8 is the
   // reference; every version gives bitwise the same values, scales and block sums).
   void (*quantize_row_q8)(const float* x, int64_t cols, int8_t* q, float* scales, int32_t* sums);

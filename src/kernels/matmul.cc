@@ -73,12 +73,17 @@ void WeightMatrix::DecodeRow(int64_t r, float* out) const {
 
 namespace {
 
-// How a job's kernel reads its activations.
-enum class InputForm { kF32, kBf16, kQ8 };
+// How a job's kernel reads its activations: as given, rounded to bf16, quantised to Q8, or
+// float32 in pair form (KernelTable::matmul_rows_pair_x).
+enum class InputForm { kF32, kBf16, kQ8, kF32Pairs };
 
 InputForm FormOf(const KernelTable& k, const WeightMatrix& w) {
   if (w.dtype == DType::kI8) return InputForm::kQ8;
   if (w.dtype == DType::kBF16 && k.matmul_rows_bf16 != nullptr) return InputForm::kBf16;
+  if (w.dtype == DType::kBF16 && w.bf16_layout == Bf16Layout::kRowMajor &&
+      k.matmul_rows_pair_x != nullptr) {
+    return InputForm::kF32Pairs;
+  }
   return InputForm::kF32;
 }
 
@@ -90,6 +95,7 @@ struct PreparedInput {
   InputForm form = InputForm::kF32;
   std::vector<uint16_t> bf16;  // kBf16: x rounded to bf16, [n_tokens, cols]
   Q8Activations q8;            // kQ8: x quantised per token and block
+  std::vector<float> pairs;    // kF32Pairs: each token's x in pair form, [n_tokens, cols]
 };
 
 // Rows per work item, at least: 64 (4 packed Q8 groups; 128 KB of int8 or 256 KB of bf16 weights
@@ -146,6 +152,15 @@ void RoundToBf16(Exec& exec, const float* x, int64_t n, uint16_t* out) {
   exec.pool.ParallelFor((n + kPerItem - 1) / kPerItem, round);  // inline for a single item
 }
 
+// out = x [n_tokens, cols] with each token's row in pair form, tokens in parallel for prefill.
+void PairForm(Exec& exec, const float* x, int64_t n_tokens, int64_t cols, float* out) {
+  const int64_t per_item = std::max<int64_t>(1, int64_t{64} * 1024 / std::max<int64_t>(cols, 1));
+  exec.pool.ParallelFor((n_tokens + per_item - 1) / per_item, [&](int64_t item, int) {
+    for (int64_t t = item * per_item; t < std::min(n_tokens, (item + 1) * per_item); ++t)
+      exec.k.bf16_pair_form(x + t * cols, cols, out + t * cols);
+  });
+}
+
 }  // namespace
 
 void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs) {
@@ -184,6 +199,9 @@ void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs) {
       } else if (form == InputForm::kBf16) {
         in.bf16.resize(static_cast<size_t>(job.n_tokens * job.w->cols));
         RoundToBf16(exec, job.x, static_cast<int64_t>(in.bf16.size()), in.bf16.data());
+      } else if (form == InputForm::kF32Pairs) {
+        in.pairs.resize(static_cast<size_t>(job.n_tokens * job.w->cols));
+        PairForm(exec, job.x, job.n_tokens, job.w->cols, in.pairs.data());
       }
     }
     input_of[j] = i;
@@ -206,6 +224,9 @@ void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs) {
         break;
       case InputForm::kF32:
         exec.k.matmul_rows(*job.w, begin, end, job.x, job.n_tokens, y, n_rows);
+        break;
+      case InputForm::kF32Pairs:
+        exec.k.matmul_rows_pair_x(*job.w, begin, end, in.pairs.data(), job.n_tokens, y, n_rows);
         break;
     }
   });

@@ -80,6 +80,42 @@ TEST_P(SimdTest, MatMulMatchesScalarForEveryDtypeAndBatchSize) {
   }
 }
 
+// bf16 row-major weights with x in pair form (AVX2): close to the scalar product, and each token
+// alone, in odd row ranges, bitwise equal to the batched result on both sides of the
+// fused-conversion threshold (8 tokens: 13 converts the rows, 1 widens them in registers).
+TEST_P(SimdTest, Bf16PairFormMatMulMatchesScalarAndIsBatchInvariant) {
+  if (simd().matmul_rows_pair_x == nullptr) GTEST_SKIP() << "no pair-form matmul in this ISA";
+  for (int64_t cols : {5, 16, 40, 150, 1024 + 3}) {
+    const int64_t rows = 37;
+    const std::vector<float> w = Random(static_cast<size_t>(rows * cols), 5);
+    std::vector<uint16_t> bf16(w.size());
+    for (size_t i = 0; i < w.size(); ++i) bf16[i] = F32ToBF16(w[i]);
+    const WeightMatrix m{.dtype = DType::kBF16, .rows = rows, .cols = cols, .data = bf16.data()};
+    const int64_t n_tokens = 13;
+    const std::vector<float> x = Random(static_cast<size_t>(n_tokens * cols), 6);
+    std::vector<float> x_pairs(x.size());
+    for (int64_t t = 0; t < n_tokens; ++t)
+      simd().bf16_pair_form(x.data() + t * cols, cols, x_pairs.data() + t * cols);
+    std::vector<float> expected(static_cast<size_t>(n_tokens * rows));
+    std::vector<float> batched(expected.size());
+    scalar().matmul_rows(m, 0, rows, x.data(), n_tokens, expected.data(), rows);
+    simd().matmul_rows_pair_x(m, 0, rows, x_pairs.data(), n_tokens, batched.data(), rows);
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_NEAR(batched[i], expected[i], 2e-5 * std::sqrt(static_cast<double>(cols)))
+          << "cols " << cols << " i " << i;
+    }
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      std::vector<float> alone(static_cast<size_t>(rows));
+      simd().matmul_rows_pair_x(m, 0, 7, x_pairs.data() + t * cols, 1, alone.data(), rows);
+      simd().matmul_rows_pair_x(m, 7, rows, x_pairs.data() + t * cols, 1, alone.data() + 7, rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(alone[static_cast<size_t>(r)], batched[static_cast<size_t>(t * rows + r)])
+            << "cols " << cols << " token " << t << " row " << r;
+      }
+    }
+  }
+}
+
 TEST_P(SimdTest, GemmIsBitwiseScalarAndMatchesDoubles) {
   for (int64_t m : {1, 3, 8, 13, 16, 50}) {  // 50: B packed in panels
     for (int64_t n : {5, 16, 31, 32, 47, 128}) {

@@ -79,6 +79,8 @@ struct V {
   static constexpr int kPvHeads = 16;
   static constexpr int kPvSlices = 1;
   static constexpr int kPvPairHeads = 0;  // no pair-form P V (see simd_impl.h)
+  static constexpr bool kHasDeinterleave = false;
+  static constexpr bool kPairXMatMul = false;
 
   // Packed Q8 (quant.h): one 64-byte quad vector holds 4 columns of 16 rows; VNNI's u8 x s8
   // dot product takes the +128-offset weights as the unsigned side, and the integer sum starts

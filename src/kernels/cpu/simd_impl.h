@@ -34,13 +34,36 @@ inline F LoadW(const uint16_t* p) { return V::LoadBf16(p); }
 inline F LoadWTail(const float* p, int n) { return V::LoadTail(p, n); }
 inline F LoadWTail(const uint16_t* p, int n) { return V::LoadBf16Tail(p, n); }
 
-// y[t * ldy + r] = rows[r] . x[t] for r < MR, t < NT.
-template <int MR, int NT, typename WT>
+// y[t * ldy + r] = rows[r] . x[t] for r < MR, t < NT. kPairX (bf16 rows): x is in pair form
+// (Bf16PairForm) and each step of 2 kW columns widens a row with LoadBf16Pairs, one integer op per
+// kW values instead of two: the FMAs of lane l take columns 2l, then 2l + 1, as a float tile
+// over rows converted in pair order (Bf16ToF32PairOrder) does with the same x.
+template <int MR, int NT, typename WT, bool kPairX = false>
 inline void Tile(const WT* const* rows, const float* x, int64_t ldx, int64_t cols, float* y,
                  int64_t ldy) {
   F acc[MR][NT];  // constant indices only (unrolled.h), so that acc stays in registers
   Unrolled<MR>([&](auto r) { Unrolled<NT>([&](auto t) { acc[r][t] = V::Zero(); }); });
   int64_t c = 0;
+  if constexpr (kPairX) {
+    static_assert(std::is_same_v<WT, uint16_t>);
+    for (; c + 2 * kW <= cols; c += 2 * kW) {
+      F x_even[NT];
+      F x_odd[NT];
+      Unrolled<NT>([&](auto t) {
+        x_even[t] = V::Load(x + t * ldx + c);
+        x_odd[t] = V::Load(x + t * ldx + c + kW);
+      });
+      Unrolled<MR>([&](auto r) {
+        F even;
+        F odd;
+        V::LoadBf16Pairs(rows[r] + c, &even, &odd);
+        Unrolled<NT>([&](auto t) {
+          acc[r][t] = V::Fma(even, x_even[t], acc[r][t]);
+          acc[r][t] = V::Fma(odd, x_odd[t], acc[r][t]);
+        });
+      });
+    }
+  }
   for (; c + kW <= cols; c += kW) {
     F xv[NT];
     Unrolled<NT>([&](auto t) { xv[t] = V::Load(x + t * ldx + c); });
@@ -63,29 +86,46 @@ inline void Tile(const WT* const* rows, const float* x, int64_t ldx, int64_t col
 }
 
 // NT tokens against all `n_rows` rows, in row tiles of V::kMatRows.
-template <int NT, typename WT>
+template <int NT, bool kPairX, typename WT>
 inline void TokenTile(const WT* const* rows, int64_t n_rows, const float* x, int64_t cols, float* y,
                       int64_t ldy) {
   int64_t r = 0;
   for (; r + V::kMatRows <= n_rows; r += V::kMatRows)
-    Tile<V::kMatRows, NT>(rows + r, x, cols, cols, y + r, ldy);
-  for (; r < n_rows; ++r) Tile<1, NT>(rows + r, x, cols, cols, y + r, ldy);
+    Tile<V::kMatRows, NT, WT, kPairX>(rows + r, x, cols, cols, y + r, ldy);
+  for (; r < n_rows; ++r) Tile<1, NT, WT, kPairX>(rows + r, x, cols, cols, y + r, ldy);
 }
 
 // All tokens against `n_rows` rows. Token tiles (of up to V::kMatTokens) are the outer loop, so a
 // tile of activations stays in L1 while the rows (already in L2) stream past it; x is read once
 // per call.
-template <typename WT>
+template <bool kPairX = false, typename WT>
 void RowsOfType(const WT* const* rows, int64_t n_rows, const float* x, int64_t n_tokens,
                 int64_t cols, float* y, int64_t ldy) {
   ForEachTokenTile<V::kMatTokens>(n_tokens, [&](auto nt, int64_t t) {
-    TokenTile<decltype(nt)::value>(rows, n_rows, x + t * cols, cols, y + t * ldy, ldy);
+    TokenTile<decltype(nt)::value, kPairX>(rows, n_rows, x + t * cols, cols, y + t * ldy, ldy);
   });
 }
 
 void Bf16ToF32(const uint16_t* in, float* out, int64_t n) {
   int64_t i = 0;
   for (; i + kW <= n; i += kW) V::Store(out + i, V::LoadBf16(in + i));
+  for (; i < n; ++i) out[i] = BF16ToF32(in[i]);
+}
+
+// Values per pair-form step: one vector load of bf16 pairs, widened to two float vectors.
+constexpr int64_t kPairStep = int64_t{2} * kW;
+
+// A bf16 row widened to float32 in pair order: per step of 2 kW values the kW even-indexed ones,
+// then the kW odd-indexed ones (as LoadBf16Pairs splits them); a shorter tail as is.
+void Bf16ToF32PairOrder(const uint16_t* in, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + kPairStep <= n; i += kPairStep) {
+    F even;
+    F odd;
+    V::LoadBf16Pairs(in + i, &even, &odd);
+    V::Store(out + i, even);
+    V::Store(out + i + kW, odd);
+  }
   for (; i < n; ++i) out[i] = BF16ToF32(in[i]);
 }
 
@@ -129,6 +169,34 @@ void MatMulRows(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const
       } else {
         w.DecodeRow(r0 + r, dst);
       }
+      rows[r] = dst;
+    }
+    RowsOfType(rows, n, x, n_tokens, cols, y + (r0 - row_begin), ldy);
+  }
+}
+
+// MatMulRows for bf16 row-major weights with x in pair form (KernelTable::matmul_rows_pair_x):
+// up to kFusedMaxTokens tokens widen the rows in registers (Tile with kPairX), more convert each
+// block of rows once, in pair order, into float32; both give each output the same FMA sequence.
+void MatMulRowsPairX(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
+                     int64_t n_tokens, float* y, int64_t ldy) {
+  const int64_t cols = w.cols;
+  const auto* data = static_cast<const uint16_t*>(w.data);
+  const bool fused = n_tokens <= kFusedMaxTokens;
+  thread_local std::vector<float> buffer;
+  if (!fused) buffer.resize(static_cast<size_t>(kDecodeRows * cols));
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kDecodeRows) {
+    const int64_t n = std::min(kDecodeRows, row_end - r0);
+    if (fused) {
+      const uint16_t* rows[kDecodeRows];
+      for (int64_t r = 0; r < n; ++r) rows[r] = data + (r0 + r) * cols;
+      RowsOfType<true>(rows, n, x, n_tokens, cols, y + (r0 - row_begin), ldy);
+      continue;
+    }
+    const float* rows[kDecodeRows];
+    for (int64_t r = 0; r < n; ++r) {
+      float* dst = buffer.data() + r * cols;
+      Bf16ToF32PairOrder(data + (r0 + r) * cols, dst, cols);
       rows[r] = dst;
     }
     RowsOfType(rows, n, x, n_tokens, cols, y + (r0 - row_begin), ldy);
@@ -661,13 +729,20 @@ void PvAccumulateBf16(const float* p, int n_heads, int n_rows, const uint16_t* c
   PvAccumulateBf16With<V>(p, n_heads, n_rows, v_rows, dv, acc);
 }
 
-// Values per pair-form step: one vector load of bf16 pairs, widened to two float vectors.
-constexpr int64_t kPairStep = int64_t{2} * kW;
-
 // Pair form of a float vector for dot products with bf16 rows loaded as pairs: per step of
 // 2 kW values, the kW even-indexed values, then the kW odd-indexed ones; a shorter tail as is.
-void Bf16PairForm(const float* x, int64_t n, float* out) {
+template <typename VT>
+void Bf16PairFormWith(const float* x, int64_t n, float* out) {
   int64_t i = 0;
+  if constexpr (VT::kHasDeinterleave) {
+    for (; i + kPairStep <= n; i += kPairStep) {
+      F even;
+      F odd;
+      VT::Deinterleave(V::Load(x + i), V::Load(x + i + kW), &even, &odd);
+      V::Store(out + i, even);
+      V::Store(out + i + kW, odd);
+    }
+  }
   for (; i + kPairStep <= n; i += kPairStep) {
     for (int64_t l = 0; l < kW; ++l) {
       out[i + l] = x[i + 2 * l];
@@ -676,6 +751,8 @@ void Bf16PairForm(const float* x, int64_t n, float* out) {
   }
   for (; i < n; ++i) out[i] = x[i];
 }
+
+void Bf16PairForm(const float* x, int64_t n, float* out) { Bf16PairFormWith<V>(x, n, out); }
 
 // s[h * lds + r] = rows[r] . q[h] for MR rows and NH heads; q in pair form. The bf16 rows are
 // widened exactly to float and multiplied in float32 (two FMAs per 2 kW values).
@@ -747,6 +824,7 @@ void Scale(float a, float* x, int64_t n) {
 const KernelTable kTable = {.isa = V::kIsa,
                             .matmul_rows = MatMulRows,
                             .matmul_rows_q8 = MatMulRowsQ8,
+                            .matmul_rows_pair_x = V::kPairXMatMul ? MatMulRowsPairX : nullptr,
                             .quantize_row_q8 = V::QuantizeRowQ8,
                             .quantize_group_i8 = V::QuantizeGroupI8,
                             .gemm = Gemm,
