@@ -127,8 +127,8 @@ BENCHMARK_CAPTURE(BM_MatMul, avx512_q8, Isa::kAvx512, DType::kI8)->Apply(Shapes)
 // matrix is approximated by as many 2,048-column rows as it has bytes, cut from one huge-page
 // buffer in order. Reports GB/s of weights, to compare with `BM_MatMul` (one long stream) and
 // with `mlarun bench` decode (which adds everything that is not a product).
-void BM_DecodeStepQ8(benchmark::State& state) {
-  if (!IsaSupported(Isa::kAvx512)) {
+void BM_DecodeStepQ8(benchmark::State& state, Isa isa) {
+  if (!IsaSupported(isa)) {
     state.SkipWithError("ISA not supported on this CPU");
     return;
   }
@@ -162,7 +162,7 @@ void BM_DecodeStepQ8(benchmark::State& state) {
   }
   const WeightMatrix w = GetMatrix(DType::kI8, (total_rows + 15) / 16 * 16);
   ThreadPool pool(static_cast<int>(state.range(0)));
-  Exec exec{pool, GetKernelTable(Isa::kAvx512)};
+  Exec exec{pool, GetKernelTable(isa)};
   std::vector<float> x(kCols, 0.5f);
   std::vector<float> y(static_cast<size_t>(total_rows));
   std::vector<std::vector<MatMulJob>> jobs;
@@ -184,7 +184,12 @@ void BM_DecodeStepQ8(benchmark::State& state) {
                              static_cast<double>(state.iterations()) / 1e9,
                          benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_DecodeStepQ8)
+BENCHMARK_CAPTURE(BM_DecodeStepQ8, avx512, Isa::kAvx512)
+    ->Arg(2)
+    ->ArgName("threads")
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_DecodeStepQ8, avx2, Isa::kAvx2)
     ->Arg(2)
     ->ArgName("threads")
     ->UseRealTime()
