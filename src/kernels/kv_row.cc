@@ -123,7 +123,7 @@ void DecodeKvRow(const KvRowFormat& format, const void* row, float* values) {
       const auto* bytes = static_cast<const uint8_t*>(row);
       const int n_groups = format.QuantGroups();
       const uint8_t* scales = bytes + n_quantized;
-      const uint8_t* tails = scales + 4 * n_groups;
+      const uint8_t* tails = scales + ptrdiff_t{4} * n_groups;
       const int group = format.quant_group;
       // Quantised values [q, q + count) into out, group by group.
       auto body_run = [&](int q, int count, float* out) {
@@ -131,7 +131,7 @@ void DecodeKvRow(const KvRowFormat& format, const void* row, float* values) {
           const int g = q / group;
           const int take = std::min(count, (g + 1) * group - q);
           float scale;
-          std::memcpy(&scale, scales + 4 * g, sizeof(float));
+          std::memcpy(&scale, scales + ptrdiff_t{4} * g, sizeof(float));
           for (int i = 0; i < take; ++i)
             out[i] = static_cast<float>(static_cast<int>(bytes[q + i]) - 128) * scale;
           q += take;
@@ -145,10 +145,10 @@ void DecodeKvRow(const KvRowFormat& format, const void* row, float* values) {
         float* head = values + static_cast<ptrdiff_t>(h) * format.head_dim_k;
         body_run(quantized, k_body, head);
         quantized += k_body;
-        const uint8_t* tail = tails + 2 * h * format.rope_tail_dim;
+        const uint8_t* tail = tails + ptrdiff_t{2} * h * format.rope_tail_dim;
         for (int i = 0; i < format.rope_tail_dim; ++i) {
           uint16_t bits;
-          std::memcpy(&bits, tail + 2 * i, sizeof(bits));
+          std::memcpy(&bits, tail + ptrdiff_t{2} * i, sizeof(bits));
           head[k_body + i] = BF16ToF32(bits);
         }
       }

@@ -74,7 +74,7 @@ TEST(KvRowTest, Int8DecodeFollowsTheByteLayoutAcrossHeadsAndGroups) {
   std::memcpy(row.data() + n_quantized, scales, sizeof(scales));
   for (int i = 0; i < 2 * 16; ++i) {
     const uint16_t bits = F32ToBF16(static_cast<float>(i) - 10.5f);
-    std::memcpy(row.data() + n_quantized + 20 + 2 * i, &bits, sizeof(bits));
+    std::memcpy(row.data() + n_quantized + 20 + ptrdiff_t{2} * i, &bits, sizeof(bits));
   }
   std::vector<float> decoded(static_cast<size_t>(f.ValuesPerRow()), -999.0f);
   DecodeKvRow(f, row.data(), decoded.data());

@@ -28,6 +28,8 @@ namespace mlarun::SIMD_NAMESPACE {
 
 using F = V::F;
 constexpr int kW = V::kWidth;
+// Values per pair-form step: one vector load of bf16 pairs, widened to two float vectors.
+constexpr int64_t kPairStep = int64_t{2} * kW;
 
 inline F LoadW(const float* p) { return V::Load(p); }
 inline F LoadW(const uint16_t* p) { return V::LoadBf16(p); }
@@ -46,7 +48,7 @@ inline void Tile(const WT* const* rows, const float* x, int64_t ldx, int64_t col
   int64_t c = 0;
   if constexpr (kPairX) {
     static_assert(std::is_same_v<WT, uint16_t>);
-    for (; c + 2 * kW <= cols; c += 2 * kW) {
+    for (; c + kPairStep <= cols; c += kPairStep) {
       F x_even[NT];
       F x_odd[NT];
       Unrolled<NT>([&](auto t) {
@@ -117,9 +119,6 @@ void Bf16ToF32(const uint16_t* in, float* out, int64_t n) {
   for (; i + kW <= n; i += kW) V::Store(out + i, V::LoadBf16(in + i));
   for (; i < n; ++i) out[i] = BF16ToF32(in[i]);
 }
-
-// Values per pair-form step: one vector load of bf16 pairs, widened to two float vectors.
-constexpr int64_t kPairStep = int64_t{2} * kW;
 
 // A bf16 row widened to float32 in pair order: per step of 2 kW values the kW even-indexed ones,
 // then the kW odd-indexed ones (as LoadBf16Pairs splits them); a shorter tail as is.
@@ -641,7 +640,7 @@ void PvAccumulateWith(const float* p, int n_heads, int n_rows, LoadV load_v, Loa
     constexpr int kNh = decltype(nh)::value;
     constexpr int kNs = decltype(ns)::value;
     int64_t c = c_begin;
-    for (; c + kNs * kW <= dv; c += kNs * kW) {
+    for (; c + int64_t{kNs} * kW <= dv; c += int64_t{kNs} * kW) {
       PvSlice<kNh, kNs, false>(p + h, n_heads, n_rows, load_v, load_tail, dv, c, acc + h * dv, kW);
     }
     for (; c + kW <= dv; c += kW) {
@@ -710,10 +709,10 @@ void PvAccumulateBf16With(const float* p, int n_heads, int n_rows, const uint16_
   // Pair form where the ISA asks for it (V::kPvPairHeads > 0: AVX2, in-cache P V 15.6 -> 19.4
   // GMAC/s per core on a 2-core AMD EPYC VM, where the FMA peak is ~20); the widening form for
   // the rest.
-  const int64_t pair_cols = VT::kPvPairHeads > 0 ? dv / (2 * kW) * (2 * kW) : 0;
+  const int64_t pair_cols = VT::kPvPairHeads > 0 ? dv / kPairStep * kPairStep : 0;
   if constexpr (VT::kPvPairHeads > 0) {
     auto heads = [&](auto nh, int64_t h) {
-      for (int64_t c = 0; c < pair_cols; c += 2 * kW) {
+      for (int64_t c = 0; c < pair_cols; c += kPairStep) {
         PvPairSlice<decltype(nh)::value, VT>(p + h, n_heads, n_rows, v_rows, dv, c, acc + h * dv);
       }
     };
