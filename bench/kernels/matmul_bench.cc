@@ -111,6 +111,8 @@ void Shapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_CAPTURE(BM_MatMul, scalar_bf16, Isa::kScalar, DType::kBF16)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx2_bf16, Isa::kAvx2, DType::kBF16)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_MatMul, avx2_bf16packed, Isa::kAvx2, DType::kBF16, Bf16Layout::kPacked16)
+    ->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx512_bf16, Isa::kAvx512, DType::kBF16)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx512bf16dot_bf16, Isa::kAvx512Bf16, DType::kBF16)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx512bf16dot_bf16packed, Isa::kAvx512Bf16, DType::kBF16,

@@ -25,7 +25,7 @@ constexpr int64_t kNaiveMinTokens = 32;
 }  // namespace
 
 bool PackBf16For(FileLoad file_load, const KernelTable& kernels) {
-  return file_load == FileLoad::kCopy && kernels.matmul_rows_bf16 != nullptr;
+  return file_load == FileLoad::kCopy && kernels.packed_bf16_fastest;
 }
 
 std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoadOptions& options) {

@@ -565,7 +565,7 @@ TEST_P(SimdTest, Bf16PairGemmMatchesDoubleReference) {
   }
 }
 
-TEST_P(SimdTest, PackedBf16MatMulIsBatchInvariantAndMatchesRowMajor) {
+TEST_P(SimdTest, PackedBf16MatMulIsBatchInvariantAndMatchesReference) {
   const int64_t rows = 37;  // a partial last group of 16
   const int64_t max_tokens = 13;
   for (int64_t cols : {2, 64, 150, 2050}) {
@@ -579,8 +579,6 @@ TEST_P(SimdTest, PackedBf16MatMulIsBatchInvariantAndMatchesRowMajor) {
       UnpackBf16Row(packed.data(), cols, r, row.data());
       ASSERT_TRUE(std::equal(row.begin(), row.end(), w.begin() + r * cols)) << r;
     }
-    const WeightMatrix row_major{
-        .dtype = DType::kBF16, .rows = rows, .cols = cols, .data = w.data()};
     const WeightMatrix m{.dtype = DType::kBF16,
                          .rows = rows,
                          .cols = cols,
@@ -589,38 +587,51 @@ TEST_P(SimdTest, PackedBf16MatMulIsBatchInvariantAndMatchesRowMajor) {
     const std::vector<float> x = Random(static_cast<size_t>(max_tokens * cols), 92);
     std::vector<uint16_t> xb(x.size());
     for (size_t i = 0; i < x.size(); ++i) xb[i] = F32ToBF16(x[i]);
+    // Tables with bf16 dot products take x rounded to bf16; the others x as float32 (the packed
+    // rows widened exactly in registers, or decoded per row).
+    const bool bf16_x = simd().matmul_rows_bf16 != nullptr;
+    auto run = [&](int64_t row_begin, int64_t row_end, int64_t t0, int64_t n_tokens, float* y) {
+      if (bf16_x) {
+        simd().matmul_rows_bf16(m, row_begin, row_end, xb.data() + t0 * cols, n_tokens, y, rows);
+      } else {
+        simd().matmul_rows(m, row_begin, row_end, x.data() + t0 * cols, n_tokens, y, rows);
+      }
+    };
+    run(0, rows, 0, 0, nullptr);  // no tokens: no access
     std::vector<float> batched(static_cast<size_t>(max_tokens * rows));
-    if (simd().matmul_rows_bf16 == nullptr) {
-      // Exact tables decode packed rows: the row-major results up to float32 rounding.
-      std::vector<float> expected(batched.size());
-      simd().matmul_rows(m, 0, rows, x.data(), max_tokens, batched.data(), rows);
-      simd().matmul_rows(row_major, 0, rows, x.data(), max_tokens, expected.data(), rows);
-      for (size_t i = 0; i < batched.size(); ++i)
-        ASSERT_NEAR(batched[i], expected[i], 1e-5 * (1.0 + std::abs(expected[i]))) << cols;
-      continue;
-    }
-    simd().matmul_rows_bf16(m, 0, rows, xb.data(), 0, nullptr, rows);  // no tokens: no access
-    simd().matmul_rows_bf16(m, 0, rows, xb.data(), max_tokens, batched.data(), rows);
+    run(0, rows, 0, max_tokens, batched.data());
     for (int64_t t = 0; t < max_tokens; ++t) {
       for (int64_t r = 0; r < rows; ++r) {
         double expected = 0.0;
         for (int64_t c = 0; c < cols; ++c) {
-          expected += static_cast<double>(BF16ToF32(xb[static_cast<size_t>(t * cols + c)])) *
+          const size_t xi = static_cast<size_t>(t * cols + c);
+          expected += static_cast<double>(bf16_x ? BF16ToF32(xb[xi]) : x[xi]) *
                       BF16ToF32(w[static_cast<size_t>(r * cols + c)]);
         }
+        // Float32 sums of cols products of values in [-1, 1].
         ASSERT_NEAR(batched[static_cast<size_t>(t * rows + r)], expected, 1e-6 * cols)
             << cols << " " << t << " " << r;
       }
       // One token alone, and a row range that splits groups: bitwise the batch's values.
       std::vector<float> single(static_cast<size_t>(rows));
-      simd().matmul_rows_bf16(m, 0, rows, xb.data() + t * cols, 1, single.data(), rows);
+      run(0, rows, t, 1, single.data());
       std::vector<float> part(static_cast<size_t>(rows), -9.0f);
-      simd().matmul_rows_bf16(m, 5, 29, xb.data() + t * cols, 1, part.data() + 5, rows);
+      run(5, 29, t, 1, part.data() + 5);
       for (int64_t r = 0; r < rows; ++r) {
         ASSERT_EQ(single[static_cast<size_t>(r)], batched[static_cast<size_t>(t * rows + r)])
             << cols << " " << t << " " << r;
         ASSERT_EQ(part[static_cast<size_t>(r)],
                   r >= 5 && r < 29 ? batched[static_cast<size_t>(t * rows + r)] : -9.0f)
+            << cols << " " << t << " " << r;
+      }
+    }
+    // Two tokens and rows 3..21 (a range inside one tile of two groups): bitwise the batch's.
+    std::vector<float> pair(static_cast<size_t>(2 * rows), -9.0f);
+    run(3, 21, 4, 2, pair.data() + 3);
+    for (int64_t t = 0; t < 2; ++t) {
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(pair[static_cast<size_t>(t * rows + r)],
+                  r >= 3 && r < 21 ? batched[static_cast<size_t>((4 + t) * rows + r)] : -9.0f)
             << cols << " " << t << " " << r;
       }
     }

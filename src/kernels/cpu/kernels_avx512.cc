@@ -81,6 +81,11 @@ struct V {
   static constexpr int kPvPairHeads = 0;  // no pair-form P V (see simd_impl.h)
   static constexpr bool kHasDeinterleave = false;
   static constexpr bool kPairXMatMul = false;
+  // Packed bf16 matrices are decoded per row (only `--isa fast` packs them on AVX-512 machines;
+  // MatMulRowsPackedBf16 was never measured on one).
+  static constexpr bool kPackedBf16MatMul = false;
+  static constexpr int kPackedBf16Groups = 1;
+  static constexpr int kPackedBf16PrefetchBytes = 1024;
 
   // Packed Q8 (quant.h): one 64-byte quad vector holds 4 columns of 16 rows; VNNI's u8 x s8
   // dot product takes the +128-offset weights as the unsigned side, and the integer sum starts

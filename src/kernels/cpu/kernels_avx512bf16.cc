@@ -451,6 +451,7 @@ const KernelTable& Avx512Bf16KernelTable() {
     t.dot_rows_bf16_rounded = avx512bf16::DotRowsBf16Rounded;
     t.pv_accumulate_bf16_rounded = avx512bf16::PvAccumulateBf16Rounded;
     t.gemm_bf16_pairs = avx512bf16::GemmBf16Pairs;
+    t.packed_bf16_fastest = true;
     avx512bf16::InstallI8Attention(&t);
     return t;
   }();

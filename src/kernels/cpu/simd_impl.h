@@ -134,6 +134,12 @@ void Bf16ToF32PairOrder(const uint16_t* in, float* out, int64_t n) {
   for (; i < n; ++i) out[i] = BF16ToF32(in[i]);
 }
 
+}  // namespace mlarun::SIMD_NAMESPACE
+
+#include "kernels/cpu/simd_packed_bf16_impl.h"
+
+namespace mlarun::SIMD_NAMESPACE {
+
 // Rows per block of the row range (and per decoded block when the weights must be converted to
 // f32 first: f16, fp8, or bf16 with many tokens, where converting once beats converting in
 // registers for every token tile). 64 f32 rows of 2048 columns (512 KB) stay in L2.
@@ -147,6 +153,12 @@ template <bool kPairX>
 void MatMulRowsWith(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
                     int64_t n_tokens, float* y, int64_t ldy) {
   const int64_t cols = w.cols;
+  if constexpr (V::kPackedBf16MatMul) {
+    if (w.dtype == DType::kBF16 && w.bf16_layout == Bf16Layout::kPacked16) {
+      MatMulRowsPackedBf16(w, row_begin, row_end, x, n_tokens, y, ldy);
+      return;
+    }
+  }
   const bool bf16_row_major = w.dtype == DType::kBF16 && w.bf16_layout == Bf16Layout::kRowMajor;
   if (w.dtype == DType::kF32 || (bf16_row_major && n_tokens <= kFusedMaxTokens)) {
     for (int64_t r0 = row_begin; r0 < row_end; r0 += kDecodeRows) {
@@ -610,6 +622,7 @@ const KernelTable kTable = {.isa = V::kIsa,
                             .bf16_to_f32 = Bf16ToF32,
                             .bf16_pair_form = Bf16PairForm,
                             .dot_rows_bf16 = DotRowsBf16,
-                            .pv_accumulate_bf16 = PvAccumulateBf16};
+                            .pv_accumulate_bf16 = PvAccumulateBf16,
+                            .packed_bf16_fastest = V::kPackedBf16MatMul};
 
 }  // namespace mlarun::SIMD_NAMESPACE
