@@ -134,7 +134,7 @@ inline void PackedBf16Groups(const WeightMatrix& w, int64_t g0, int64_t row_begi
                              const float* x, int64_t t0, float* y, int64_t ldy) {
   const uint32_t* groups[MG];
   for (int g = 0; g < MG; ++g) groups[g] = PackedGroup(w, g0 + g);
-  alignas(64) float out[NT * MG * kBf16GroupRows];
+  alignas(64) float out[kBf16GroupRows * NT * MG];
   PackedBf16Tile<MG, NT, kPrefetch, false>(groups, w.cols / 2, x + t0 * w.cols, w.cols,
                                            {out, MG * kBf16GroupRows, kBf16GroupRows});
   StoreGroupRows(out, g0, MG, NT, row_begin, row_end, t0, y, ldy);
@@ -161,7 +161,7 @@ void PackedBf16BlockWidened(const WeightMatrix& w, int64_t g0, int64_t g1, int64
       const uint32_t* words = PackedGroup(w, g) + kk0 * kBf16GroupRows;
       float* dst = wide.data() + (g - g0) * group_wide;
       for (int64_t kk = 0; kk < n_pairs; ++kk) {
-        for (int p = 0; p < kPackedParts; ++p) {
+        for (int64_t p = 0; p < kPackedParts; ++p) {
           F even;
           F odd;
           V::LoadBf16Pairs(reinterpret_cast<const uint16_t*>(words + kk * kBf16GroupRows + p * kW),
