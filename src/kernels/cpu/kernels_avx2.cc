@@ -98,7 +98,8 @@ struct V {
   static constexpr bool kPairXMatMul = true;
   // bf16 matrices packed at load (`--load copy`) are read by MatMulRowsPackedBf16 (one stream
   // per 16-row group); one token in tiles of 2 groups prefetching 512 B ahead. BM_MatMul, 1
-  // token, against row-major: 12.4 -> 17.2 GB/s on one core, ~21.5 -> 23-25 on two.
+  // token, against row-major in the same minutes: 12.7-13.6 -> 16.5-19.0 GB/s on one core,
+  // 21.0-23.7 -> 25.6-29.8 on two (docs/performance.md).
   static constexpr bool kPackedBf16MatMul = true;
   static constexpr int kPackedBf16Groups = 2;
   static constexpr int kPackedBf16PrefetchBytes = 512;
