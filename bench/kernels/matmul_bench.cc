@@ -99,10 +99,14 @@ void BM_MatMul(benchmark::State& state, Isa isa, DType dtype,
 
 void Shapes(benchmark::internal::Benchmark* b) {
   // Decode: 1 token through 262,144 x 2048 weights (1 GiB in bf16, 0.5 GiB in Q8: several times
-  // any L3, so the figure is DRAM bandwidth); batched decode of 16 sequences: 16 tokens through
-  // 32,768 x 2048 (an lm_head-sized stream); prefill: 2048 x 2048, 512 tokens.
+  // any L3, so the figure is DRAM bandwidth); batched decode of 8 and 16 sequences: 8 or 16
+  // tokens through 32,768 x 2048 (an lm_head-sized stream); prefill: 2048 x 2048, 512 tokens.
   for (int threads : {1, 2}) {
     b->Args({262144, 1, threads});
+    b->Args({32768, 8, threads});
+    b->Args({2048, 16, threads});
+    b->Args({2048, 48, threads});
+    b->Args({32768, 48, threads});
     b->Args({32768, 16, threads});
     b->Args({2048, 512, threads});
   }
@@ -114,6 +118,8 @@ BENCHMARK_CAPTURE(BM_MatMul, avx2_bf16, Isa::kAvx2, DType::kBF16)->Apply(Shapes)
 BENCHMARK_CAPTURE(BM_MatMul, avx2_bf16packed, Isa::kAvx2, DType::kBF16, Bf16Layout::kPacked16)
     ->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx512_bf16, Isa::kAvx512, DType::kBF16)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_MatMul, avx512_bf16packed, Isa::kAvx512, DType::kBF16, Bf16Layout::kPacked16)
+    ->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx512bf16dot_bf16, Isa::kAvx512Bf16, DType::kBF16)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx512bf16dot_bf16packed, Isa::kAvx512Bf16, DType::kBF16,
                   Bf16Layout::kPacked16)

@@ -68,6 +68,11 @@ int RunBench(const BenchArgs& args) {
         ResolveModelDir(args.model.model_dir).c_str(), model->config().architecture.c_str(),
         pool.size(), std::string(IsaName(exec.k.isa)).c_str(), load_seconds, peak_gb_s);
     std::printf("cpu: %s\n", DescribeCpuFeatures().c_str());
+    if (const double speedup = Bf16DotSpeedup(); speedup > 0.0) {
+      std::printf(
+          "vdpbf16ps: %.2fx the multiply-adds per second of f32 FMAs (--isa fast uses %s)\n",
+          speedup, speedup > 1.0 ? "it" : "f32 FMAs");
+    }
     std::printf("%8s %8s %12s %8s %12s %14s %10s %10s %9s\n", "depth", "prefill", "prefill t/s",
                 "decode", "decode t/s", "bytes/token", "GB/s", "probe GB/s", "roofline");
   }

@@ -24,12 +24,13 @@ void AddModelOptions(CLI::App& app, ModelArgs& args) {
       ->capture_default_str();
   app.add_option("--load", args.load,
                  "How weight files are loaded: mmap (in place, instant) or copy (read into "
-                 "huge-page memory, bf16 matrices packed for --isa fast: slower start, faster "
+                 "huge-page memory, bf16 matrices packed in 16-row groups: slower start, faster "
                  "decode and prefill)")
       ->capture_default_str();
   app.add_option(
       "--isa", args.isa,
-      "Kernels: auto (best exact f32), fast (bf16 activations for bf16 weights), scalar, "
+      "Kernels: auto (best exact f32), fast (bf16 activations for bf16 weights where vdpbf16ps "
+      "outpaces f32 FMAs, else auto), scalar, "
       "avx2, avx512, avx512-bf16 (default: $MLARUN_ISA, else per command)");
 }
 

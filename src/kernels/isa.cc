@@ -1,6 +1,8 @@
 // CPU feature detection via GCC/Clang __builtin_cpu_supports (CPUID with OS XSAVE support checks).
 #include "kernels/isa.h"
 
+#include "kernels/kernel_table.h"
+
 namespace mlarun {
 
 CpuFeatures DetectCpuFeatures() {
@@ -44,7 +46,15 @@ Isa BestIsa() {
   return Isa::kScalar;
 }
 
-Isa FastestIsa() { return IsaSupported(Isa::kAvx512Bf16) ? Isa::kAvx512Bf16 : BestIsa(); }
+double Bf16DotSpeedup() {
+  static const double speedup =
+      IsaSupported(Isa::kAvx512Bf16) ? detail::MeasureBf16DotSpeedup() : 0.0;
+  return speedup;
+}
+
+// The measured ratio is ~1.9 on AMD Zen 4 and ~0.5 on the Intel Xeon VMs of docs/performance.md:
+// far from 1 on both, so the choice does not flip between runs.
+Isa FastestIsa() { return Bf16DotSpeedup() > 1.0 ? Isa::kAvx512Bf16 : BestIsa(); }
 
 std::vector<Isa> SupportedIsas() {
   std::vector<Isa> out;

@@ -149,6 +149,9 @@ const KernelTable& ScalarKernelTable();
 const KernelTable& Avx2KernelTable();
 const KernelTable& Avx512KernelTable();
 const KernelTable& Avx512Bf16KernelTable();
+// Multiply-adds per second of vdpbf16ps over 512-bit f32 FMAs on this core, timed in register
+// loops (cpu/bf16_dot_rate.cc; call only where AVX512-BF16 is supported).
+double MeasureBf16DotSpeedup();
 }  // namespace detail
 
 }  // namespace mlarun

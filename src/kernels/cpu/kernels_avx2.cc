@@ -103,6 +103,16 @@ struct V {
   static constexpr bool kPackedBf16MatMul = true;
   static constexpr int kPackedBf16Groups = 2;
   static constexpr int kPackedBf16PrefetchBytes = 512;
+  // Packed tiles (simd_packed_bf16_impl.h): 1 group x 4 tokens widened in registers; widened
+  // weights in blocks of 4 groups, 2 groups x 3 tokens (6 accumulators): BM_MatMul
+  // avx2_bf16packed, 512 tokens, 2 threads, 64-67 -> 73-74 GFLOP/s (1 x 4), the row-major
+  // kernels' 72-73.
+  static constexpr int kPackedWideGroups = 4;
+  static constexpr int64_t kPackedDirectMaxTokens = 8;
+  static constexpr int kPackedTileGroups = 1;
+  static constexpr int kPackedTileTokens = 4;
+  static constexpr int kPackedWideTileGroups = 2;
+  static constexpr int kPackedWideTileTokens = 3;
 
   // Packed Q8 (quant.h): a 64-byte quad is two vectors of 8 rows. Without VNNI, the offset is
   // removed (xor 0x80 gives the signed weights) and maddubs multiplies |w| by x * sign(w), which

@@ -81,11 +81,25 @@ struct V {
   static constexpr int kPvPairHeads = 0;  // no pair-form P V (see simd_impl.h)
   static constexpr bool kHasDeinterleave = false;
   static constexpr bool kPairXMatMul = false;
-  // Packed bf16 matrices are decoded per row (only `--isa fast` packs them on AVX-512 machines;
-  // MatMulRowsPackedBf16 was never measured on one).
-  static constexpr bool kPackedBf16MatMul = false;
-  static constexpr int kPackedBf16Groups = 1;
+  // bf16 matrices packed at load (`--load copy`) are read by MatMulRowsPackedBf16: f32 FMAs on
+  // words widened exactly in registers. On the Intel Xeon VM of docs/performance.md, where
+  // vdpbf16ps does half the multiply-adds of FMAs, against the AVX512-BF16 table on the same
+  // packed matrices (BM_MatMul, one core / two): 1 token 13.4 / 27.5 vs 10.8 / 23.9 GB/s, 512
+  // tokens 136 / 227 vs 85 / 168 GFLOP/s. One token: 4 groups (4 streams and chains) prefetching
+  // 1 KB ahead (1 and 2 groups, 512 B: 5-20% slower).
+  static constexpr bool kPackedBf16MatMul = true;
+  static constexpr int kPackedBf16Groups = 4;
   static constexpr int kPackedBf16PrefetchBytes = 1024;
+  // Packed tiles (simd_packed_bf16_impl.h): 2 groups x 8 tokens (16 accumulators) widened in
+  // registers for any batch. Widened weights (kernels_avx2.cc) lost here: storing them took 40%
+  // of a 16-token product (4 x 6, 2 x 6, 2 x 10 and 1 x 16 tiles of them, 512 tokens, one core:
+  // 105-138 GFLOP/s); in registers, 2 x 8: 140-148 in cache for 16-512 tokens.
+  static constexpr int kPackedWideGroups = 4;
+  static constexpr int64_t kPackedDirectMaxTokens = INT64_MAX;
+  static constexpr int kPackedTileGroups = 2;
+  static constexpr int kPackedTileTokens = 8;
+  static constexpr int kPackedWideTileGroups = 2;
+  static constexpr int kPackedWideTileTokens = 8;
 
   // Packed Q8 (quant.h): one 64-byte quad vector holds 4 columns of 16 rows; VNNI's u8 x s8
   // dot product takes the +128-offset weights as the unsigned side, and the integer sum starts

@@ -24,21 +24,20 @@
 namespace mlarun::SIMD_NAMESPACE {
 
 constexpr int kPackedParts = static_cast<int>(kBf16GroupRows) / kW;
-// Widened weights (products of more than kPackedDirectMaxTokens tokens): kPackedWideGroups
+// Widened weights (products of more than V::kPackedDirectMaxTokens tokens; AVX2): kPackedWideGroups
 // groups' pairs [kk0, kk0 + kPackedWidePairs) widened once into float32, per group [pairs][even
-// rows 16 | odd rows 16], 256 KB at most (in L2 while the token tiles pass), so that the tiles'
+// rows 16 | odd rows 16] (64 KB per group, in L2 while the token tiles pass), so that the tiles'
 // inner loop has loads and FMAs only (BM_MatMul avx2_bf16packed, 512 tokens, one core: 29.9 ->
 // 36.5 GFLOP/s).
-constexpr int64_t kPackedDirectMaxTokens = 8;
-constexpr int64_t kPackedWideGroups = 4;
+constexpr int64_t kPackedDirectMaxTokens = V::kPackedDirectMaxTokens;
+constexpr int64_t kPackedWideGroups = V::kPackedWideGroups;
 constexpr int64_t kPackedWidePairs = 512;
-// Tiles: words widened in registers, 1 group x 4 tokens (4 kPackedParts accumulators, 2
-// kPackedParts weights); widened weights, 2 groups x 3 tokens (6 kPackedParts accumulators, the
-// weights as the FMAs' memory operands): BM_MatMul avx2_bf16packed, 512 tokens, 2 threads, 64-67
-// -> 73-74 GFLOP/s (1 x 4), the row-major kernels' 72-73.
-constexpr int kPackedTileTokens = 4;
-constexpr int kPackedWideTileGroups = 2;
-constexpr int kPackedWideTileTokens = 3;
+// Tiles (per ISA, V::kPacked*): words widened in registers, V::kPackedTileGroups groups x
+// kPackedTileTokens tokens; widened weights, kPackedWideTileGroups groups x kPackedWideTileTokens
+// tokens (the weights as the FMAs' memory operands).
+constexpr int kPackedTileTokens = V::kPackedTileTokens;
+constexpr int kPackedWideTileGroups = V::kPackedWideTileGroups;
+constexpr int kPackedWideTileTokens = V::kPackedWideTileTokens;
 
 // Where a tile's outputs go: row j of group g, token t at out[t * token_stride +
 // g * group_stride + j].
@@ -49,13 +48,21 @@ struct GroupOutput {
   float* At(int64_t g, int64_t t) const { return out + t * token_stride + g * group_stride; }
 };
 
+// Packed words to bring into L2 while a tile runs: at its pair kk < count, the 64-byte line
+// begin + kk * 16 words.
+struct L2Prefetch {
+  const uint32_t* begin = nullptr;
+  int64_t count = 0;
+};
+
 // Output (g, t) (+)= rows of group g . x[t] over `pairs` pairs, for g < MG and t < NT (x: token
 // t at x + t * ldx); kAccumulate: the chains continue from the output's values. Src uint32_t:
 // groups[g] are packed words, widened here; float: widened weights. kPrefetch: each group's
-// stream V::kPackedBf16PrefetchBytes ahead (one token).
+// stream V::kPackedBf16PrefetchBytes ahead (one token). `next`: lines of the next groups (packed
+// words only).
 template <int MG, int NT, bool kPrefetch, bool kAccumulate, typename Src>
 inline void PackedBf16Tile(const Src* const* groups, int64_t pairs, const float* x, int64_t ldx,
-                           const GroupOutput& out) {
+                           const GroupOutput& out, const L2Prefetch& next = {}) {
   F acc[MG][kPackedParts][NT];
   Unrolled<MG>([&](auto g) {
     Unrolled<kPackedParts>([&](auto p) {
@@ -69,6 +76,9 @@ inline void PackedBf16Tile(const Src* const* groups, int64_t pairs, const float*
     });
   });
   for (int64_t kk = 0; kk < pairs; ++kk) {
+    if (kk < next.count) {
+      _mm_prefetch(reinterpret_cast<const char*>(next.begin + kk * kBf16GroupRows), _MM_HINT_T1);
+    }
     // The tile's weights at kk first, then each token's two broadcasts: registers for 2 MG
     // kPackedParts weight vectors, the accumulators and two broadcasts.
     F even[MG][kPackedParts];
@@ -131,13 +141,49 @@ inline const uint32_t* PackedGroup(const WeightMatrix& w, int64_t g) {
 // Groups [g0, g0 + MG) against tokens [t0, t0 + NT), reading the packed words in place.
 template <int MG, int NT, bool kPrefetch>
 inline void PackedBf16Groups(const WeightMatrix& w, int64_t g0, int64_t row_begin, int64_t row_end,
-                             const float* x, int64_t t0, float* y, int64_t ldy) {
+                             const float* x, int64_t t0, float* y, int64_t ldy,
+                             const L2Prefetch& next = {}) {
   const uint32_t* groups[MG];
   for (int g = 0; g < MG; ++g) groups[g] = PackedGroup(w, g0 + g);
   alignas(64) float out[kBf16GroupRows * NT * MG];
   PackedBf16Tile<MG, NT, kPrefetch, false>(groups, w.cols / 2, x + t0 * w.cols, w.cols,
-                                           {out, MG * kBf16GroupRows, kBf16GroupRows});
+                                           {out, MG * kBf16GroupRows, kBf16GroupRows}, next);
   StoreGroupRows(out, g0, MG, NT, row_begin, row_end, t0, y, ldy);
+}
+
+// Groups [g0, g0 + MG) against all n_tokens tokens in tiles of kPackedTileTokens, the words
+// widened in registers (read from memory by the first tile, from L2 by the others). The last
+// kPrefetchTiles tiles bring the next MG groups' words (below g_limit; they follow these in
+// memory) into L2 so that the next block's first tile does not wait for memory; a single tile
+// prefetches along its own streams instead. BM_MatMul avx512_bf16packed, weights from DRAM, one
+// core: 16 tokens 93-96 -> 130-132 GFLOP/s, 48 tokens 123-124 -> 143, 8 tokens 70 -> 92-94.
+template <int MG>
+void PackedBf16GroupsAllTokens(const WeightMatrix& w, int64_t g0, int64_t g_limit,
+                               int64_t row_begin, int64_t row_end, const float* x, int64_t n_tokens,
+                               float* y, int64_t ldy) {
+  constexpr int64_t kPrefetchTiles = 8;
+  const int64_t pairs = w.cols / 2;
+  const int64_t n_tiles = (n_tokens + kPackedTileTokens - 1) / kPackedTileTokens;
+  const int64_t prefetch_tiles = std::min(n_tiles, kPrefetchTiles);
+  // Lines of the next block: one per pair and group.
+  const int64_t next_lines = std::clamp<int64_t>(g_limit - (g0 + MG), 0, MG) * pairs;
+  const uint32_t* next_words = PackedGroup(w, std::min(g0 + MG, g_limit - 1));
+  if (n_tiles == 1) {  // one pass: prefetch along the groups' streams, as for one token
+    ForEachTokenTile<kPackedTileTokens>(n_tokens, [&](auto nt, int64_t t) {
+      PackedBf16Groups<MG, decltype(nt)::value, true>(w, g0, row_begin, row_end, x, t, y, ldy);
+    });
+    return;
+  }
+  int64_t tile = 0;
+  ForEachTokenTile<kPackedTileTokens>(n_tokens, [&](auto nt, int64_t t) {
+    L2Prefetch next;
+    const int64_t j = tile++ - (n_tiles - prefetch_tiles);
+    if (j >= 0 && prefetch_tiles > 1) {
+      const int64_t first = j * next_lines / prefetch_tiles;
+      next = {next_words + first * kBf16GroupRows, (j + 1) * next_lines / prefetch_tiles - first};
+    }
+    PackedBf16Groups<MG, decltype(nt)::value, false>(w, g0, row_begin, row_end, x, t, y, ldy, next);
+  });
 }
 
 // Groups [g0, g1) (at most kPackedWideGroups) against all n_tokens tokens through widened
@@ -199,8 +245,8 @@ void PackedBf16BlockWidened(const WeightMatrix& w, int64_t g0, int64_t g1, int64
 
 // Rows [row_begin, row_end) of a packed bf16 matrix against x [n_tokens, w.cols]: one token in
 // tiles of V::kPackedBf16Groups groups with prefetch, up to kPackedDirectMaxTokens in tiles of
-// one group x kPackedTileTokens tokens (words widened in registers), more per group through
-// widened weights. Every output is the same chain in each case.
+// V::kPackedTileGroups groups x kPackedTileTokens tokens (words widened in registers), more per
+// block of groups through widened weights. Every output is the same chain in each case.
 void MatMulRowsPackedBf16(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
                           int64_t n_tokens, float* y, int64_t ldy) {
   const int64_t g_begin = row_begin / kBf16GroupRows;
@@ -220,11 +266,12 @@ void MatMulRowsPackedBf16(const WeightMatrix& w, int64_t row_begin, int64_t row_
     }
     return;
   }
-  for (int64_t g = g_begin; g < g_end; ++g) {
-    ForEachTokenTile<kPackedTileTokens>(n_tokens, [&](auto nt, int64_t t) {
-      PackedBf16Groups<1, decltype(nt)::value, false>(w, g, row_begin, row_end, x, t, y, ldy);
-    });
-  }
+  constexpr int kMG = V::kPackedTileGroups;
+  int64_t g = g_begin;
+  for (; g + kMG <= g_end; g += kMG)
+    PackedBf16GroupsAllTokens<kMG>(w, g, g_end, row_begin, row_end, x, n_tokens, y, ldy);
+  for (; g < g_end; ++g)
+    PackedBf16GroupsAllTokens<1>(w, g, g_end, row_begin, row_end, x, n_tokens, y, ldy);
 }
 
 }  // namespace mlarun::SIMD_NAMESPACE

@@ -1,5 +1,5 @@
-// Token tiling shared by the matmul kernels of every ISA: tiles of kMaxTokens (<= 4) tokens, then
-// one tile of the rest, each handed to a kernel templated on the tile width.
+// Token tiling shared by the matmul kernels of every ISA: tiles of kMaxTokens tokens, then one
+// tile of the rest, each handed to a kernel templated on the tile width.
 #pragma once
 
 #include <cstdint>
@@ -7,23 +7,30 @@
 
 namespace mlarun {
 
+namespace detail {
+
+// Calls tile(std::integral_constant<int, NT>{}, t) for NT = rest, which is in [1, kWidth].
+template <int kWidth, typename TileFn>
+inline void TokenTileOfWidth(int64_t rest, int64_t t, TileFn&& tile) {
+  if (rest == kWidth) {
+    tile(std::integral_constant<int, kWidth>{}, t);
+  } else if constexpr (kWidth > 1) {
+    TokenTileOfWidth<kWidth - 1>(rest, t, tile);
+  }
+}
+
+}  // namespace detail
+
 // Calls tile(std::integral_constant<int, NT>{}, t) for the token tiles [t, t + NT) that cover
 // [0, n_tokens), in order.
 template <int kMaxTokens = 4, typename TileFn>
 inline void ForEachTokenTile(int64_t n_tokens, TileFn&& tile) {
-  static_assert(kMaxTokens >= 1 && kMaxTokens <= 4);
+  static_assert(kMaxTokens >= 1 && kMaxTokens <= 16);
   int64_t t = 0;
   for (; t + kMaxTokens <= n_tokens; t += kMaxTokens)
     tile(std::integral_constant<int, kMaxTokens>{}, t);
-  const int64_t rest = n_tokens - t;
-  if constexpr (kMaxTokens > 3) {
-    if (rest == 3) tile(std::integral_constant<int, 3>{}, t);
-  }
-  if constexpr (kMaxTokens > 2) {
-    if (rest == 2) tile(std::integral_constant<int, 2>{}, t);
-  }
   if constexpr (kMaxTokens > 1) {
-    if (rest == 1) tile(std::integral_constant<int, 1>{}, t);
+    if (t < n_tokens) detail::TokenTileOfWidth<kMaxTokens - 1>(n_tokens - t, t, tile);
   }
 }
 
