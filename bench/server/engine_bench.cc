@@ -34,7 +34,7 @@ void BM_BatchedDecode(benchmark::State& state, const BenchSetup* setup, const Mo
   const int n_seqs = static_cast<int>(state.range(0));
   // The kernels `mlarun serve` uses by default (`--isa fast`: bf16 activations for bf16 weights).
   ScratchArena scratch;  // forward-pass temporaries, reused across calls
-  Exec exec{*pool, GetKernelTable(FastestIsa()), &scratch};
+  Exec exec{*pool, FastestKernelTable(), &scratch};
   KvCache cache(model->MakeKvLayout(DType::kBF16), {.block_size = 64, .budget_bytes = 1ull << 30});
   Engine engine(*model, exec, cache, {.prefix_caching = false});
   Rng rng(1);
@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   }
   // As `mlarun serve` loads: with copied files and bf16 kernels, bf16 matrices packed for them.
   const bool pack_bf16 =
-      mlarun::PackBf16For(setup.load, mlarun::GetKernelTable(mlarun::FastestIsa()));
+      mlarun::PackBf16For(setup.load, mlarun::FastestKernelTable());
   const std::unique_ptr<mlarun::Model> model = mlarun::Model::Load(
       setup.model_dir, {.weights = setup.weights, .file_load = setup.load, .pack_bf16 = pack_bf16});
   mlarun::ThreadPool pool(setup.threads);

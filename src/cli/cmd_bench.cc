@@ -71,7 +71,7 @@ int RunBench(const BenchArgs& args) {
     if (const double speedup = Bf16DotSpeedup(); speedup > 0.0) {
       std::printf(
           "vdpbf16ps: %.2fx the multiply-adds per second of f32 FMAs (--isa fast uses %s)\n",
-          speedup, speedup > 1.0 ? "it" : "f32 FMAs");
+          speedup, speedup > 1.0 ? "it" : "f32 FMAs, and AVX512-BF16's int8-cache attention");
     }
     std::printf("%8s %8s %12s %8s %12s %14s %10s %10s %9s\n", "depth", "prefill", "prefill t/s",
                 "decode", "decode t/s", "bytes/token", "GB/s", "probe GB/s", "roofline");

@@ -120,7 +120,7 @@ const KernelTable& SelectKernels(const ModelArgs& args, const std::string& fallb
   if (!IsaSupported(isa)) {
     throw Error("--isa: this CPU does not support " + name + " (" + DescribeCpuFeatures() + ")");
   }
-  return GetKernelTable(isa);
+  return name == "fast" ? FastestKernelTable() : GetKernelTable(isa);
 }
 
 DType ParseKvDtype(const std::string& text) {

@@ -17,4 +17,17 @@ const KernelTable& GetKernelTable(Isa isa) {
   return detail::ScalarKernelTable();
 }
 
+const KernelTable& FastestKernelTable() {
+  const Isa fastest = FastestIsa();
+  if (fastest != Isa::kAvx512 || !IsaSupported(Isa::kAvx512Bf16)) return GetKernelTable(fastest);
+  static const KernelTable table = [] {
+    KernelTable t = detail::Avx512KernelTable();
+    const KernelTable& bf16 = detail::Avx512Bf16KernelTable();
+    t.dot_rows_i8 = bf16.dot_rows_i8;
+    t.pv_accumulate_i8 = bf16.pv_accumulate_i8;
+    return t;
+  }();
+  return table;
+}
+
 }  // namespace mlarun

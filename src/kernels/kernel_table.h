@@ -134,6 +134,12 @@ struct KernelTable {
 
 // Returns the table for `isa`; the caller must check IsaSupported(isa) first.
 const KernelTable& GetKernelTable(Isa isa);
+// The kernels of `--isa fast`: the table of FastestIsa(), except that on AVX512-BF16 CPUs whose
+// vdpbf16ps is slower than f32 FMAs (FastestIsa() is then kAvx512) the AVX512-BF16 table's
+// attention over int8 cache rows (vpdpbusd scores, only the 64-value RoPE tail by vdpbf16ps)
+// replaces the AVX-512 table's, which decodes the rows to float32 (on the Intel Xeon VM, int8
+// weights and cache, decode at depth 4096: 33.0 -> 43.5 tok/s).
+const KernelTable& FastestKernelTable();
 
 // What a kernel call needs: the worker threads and the kernels of the chosen ISA.
 struct Exec {

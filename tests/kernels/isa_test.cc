@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/kernel_table.h"
+
 namespace mlarun {
 namespace {
 
@@ -22,6 +24,23 @@ TEST(IsaTest, FastestIsaUsesBf16DotsOnlyWhereTheyOutpaceFma) {
   Isa parsed = Isa::kScalar;
   ASSERT_TRUE(ParseIsa("fast", &parsed));
   EXPECT_EQ(parsed, FastestIsa());
+}
+
+TEST(IsaTest, FastestKernelTableIsTheFastestIsasWithInt8AttentionFromBf16) {
+  const KernelTable& fast = FastestKernelTable();
+  EXPECT_EQ(fast.isa, FastestIsa());
+  if (FastestIsa() == Isa::kAvx512 && IsaSupported(Isa::kAvx512Bf16)) {
+    // f32 FMA kernels for bf16 weights, the int8-cache attention of the AVX512-BF16 table.
+    const KernelTable& bf16 = GetKernelTable(Isa::kAvx512Bf16);
+    const KernelTable& avx512 = GetKernelTable(Isa::kAvx512);
+    EXPECT_EQ(fast.matmul_rows_bf16, nullptr);
+    EXPECT_EQ(fast.matmul_rows, avx512.matmul_rows);
+    EXPECT_EQ(fast.dot_rows_i8, bf16.dot_rows_i8);
+    EXPECT_EQ(fast.pv_accumulate_i8, bf16.pv_accumulate_i8);
+    EXPECT_NE(fast.dot_rows_i8, avx512.dot_rows_i8);
+  } else {
+    EXPECT_EQ(&fast, &GetKernelTable(FastestIsa()));
+  }
 }
 
 }  // namespace
