@@ -105,7 +105,12 @@ struct V {
   // dot product takes the +128-offset weights as the unsigned side, and the integer sum starts
   // at -128 * (the activations' block sum), which makes it the exact signed dot product.
   using Q = __m512i;
-  static constexpr int kQ8TileTokens = 4;
+  // Tiles of 2 groups x 6 tokens: 12 independent vpdpbusd chains, where 2 x 4 gave 8 against a
+  // latency of ~5 cycles at two issues per cycle on the Intel Xeon VM. There, bench-v2-lite int8
+  // prefill 512 @0 (3 alternating pairs): 770, 786, 834 -> 875, 868, 896 tok/s; BM_MatMul
+  // avx512_q8, 512 tokens, one core: 225-278 -> 287-362 GFLOP/s (2 x 5, 2 x 7 and 3 x 4 no
+  // better, 2 x 8 spilled: 145).
+  static constexpr int kQ8TileTokens = 6;
   static constexpr int kQ8TileGroups = 2;
   // One token (decode): 4 groups, i.e. 4 weight streams and 4 independent vpdpbusd chains.
   static constexpr int kQ8TileGroupsOneToken = 4;
