@@ -24,11 +24,11 @@
 namespace mlarun::SIMD_NAMESPACE {
 
 constexpr int kPackedParts = static_cast<int>(kBf16GroupRows) / kW;
-// Widened weights (products of more than V::kPackedDirectMaxTokens tokens; AVX2): kPackedWideGroups
-// groups' pairs [kk0, kk0 + kPackedWidePairs) widened once into float32, per group [pairs][even
-// rows 16 | odd rows 16] (64 KB per group, in L2 while the token tiles pass), so that the tiles'
-// inner loop has loads and FMAs only (BM_MatMul avx2_bf16packed, 512 tokens, one core: 29.9 ->
-// 36.5 GFLOP/s).
+// Widened weights (AVX2: products of more than V::kPackedDirectMaxTokens tokens):
+// kPackedWideGroups groups' pairs [kk0, kk0 + kPackedWidePairs) widened once into float32, per
+// group [pairs][even rows 16 | odd rows 16] (64 KB per group, in L2 while the token tiles pass),
+// so that the tiles' inner loop has loads and FMAs only (BM_MatMul avx2_bf16packed, 512 tokens,
+// one core: 29.9 -> 36.5 GFLOP/s).
 constexpr int64_t kPackedDirectMaxTokens = V::kPackedDirectMaxTokens;
 constexpr int64_t kPackedWideGroups = V::kPackedWideGroups;
 constexpr int64_t kPackedWidePairs = 512;
