@@ -30,7 +30,7 @@ void AddModelOptions(CLI::App& app, ModelArgs& args) {
   app.add_option(
       "--isa", args.isa,
       "Kernels: auto (best exact f32), fast (bf16 activations for bf16 weights where vdpbf16ps "
-      "outpaces f32 FMAs, else auto), scalar, "
+      "outpaces f32 FMAs, else auto with int8-query attention over int8 caches), scalar, "
       "avx2, avx512, avx512-bf16 (default: $MLARUN_ISA, else per command)");
 }
 
