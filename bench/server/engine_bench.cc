@@ -32,7 +32,7 @@ struct BenchSetup {
 void BM_BatchedDecode(benchmark::State& state, const BenchSetup* setup, const Model* model,
                       ThreadPool* pool) {
   const int n_seqs = static_cast<int>(state.range(0));
-  // The kernels `mlarun serve` uses by default (`--isa fast`: bf16 activations for bf16 weights).
+  // The kernels `mlarun serve` uses by default (`--isa fast`: FastestKernelTable).
   ScratchArena scratch;  // forward-pass temporaries, reused across calls
   Exec exec{*pool, FastestKernelTable(), &scratch};
   KvCache cache(model->MakeKvLayout(DType::kBF16), {.block_size = 64, .budget_bytes = 1ull << 30});
@@ -83,8 +83,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   // As `mlarun serve` loads: with copied files and bf16 kernels, bf16 matrices packed for them.
-  const bool pack_bf16 =
-      mlarun::PackBf16For(setup.load, mlarun::FastestKernelTable());
+  const bool pack_bf16 = mlarun::PackBf16For(setup.load, mlarun::FastestKernelTable());
   const std::unique_ptr<mlarun::Model> model = mlarun::Model::Load(
       setup.model_dir, {.weights = setup.weights, .file_load = setup.load, .pack_bf16 = pack_bf16});
   mlarun::ThreadPool pool(setup.threads);

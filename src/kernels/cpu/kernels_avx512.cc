@@ -93,7 +93,9 @@ struct V {
   // Packed tiles (simd_packed_bf16_impl.h): 2 groups x 8 tokens (16 accumulators) widened in
   // registers for any batch. Widened weights (kernels_avx2.cc) lost here: storing them took 40%
   // of a 16-token product (4 x 6, 2 x 6, 2 x 10 and 1 x 16 tiles of them, 512 tokens, one core:
-  // 105-138 GFLOP/s); in registers, 2 x 8: 140-148 in cache for 16-512 tokens.
+  // 105-138 GFLOP/s); in registers, 2 x 8: 140-148 in cache for 16-512 tokens. The kPackedWide*
+  // values only let the shared widened-weights code compile; with kPackedDirectMaxTokens at
+  // INT64_MAX it is never called here.
   static constexpr int kPackedWideGroups = 4;
   static constexpr int64_t kPackedDirectMaxTokens = INT64_MAX;
   static constexpr int kPackedTileGroups = 2;

@@ -76,8 +76,10 @@ inline void PackedBf16Tile(const Src* const* groups, int64_t pairs, const float*
     });
   });
   for (int64_t kk = 0; kk < pairs; ++kk) {
-    if (kk < next.count) {
-      _mm_prefetch(reinterpret_cast<const char*>(next.begin + kk * kBf16GroupRows), _MM_HINT_T1);
+    if constexpr (!kPrefetch && std::is_same_v<Src, uint32_t>) {  // only these tiles get `next`
+      if (kk < next.count) {
+        _mm_prefetch(reinterpret_cast<const char*>(next.begin + kk * kBf16GroupRows), _MM_HINT_T1);
+      }
     }
     // The tile's weights at kk first, then each token's two broadcasts: registers for 2 MG
     // kPackedParts weight vectors, the accumulators and two broadcasts.
@@ -259,12 +261,14 @@ void MatMulRowsPackedBf16(const WeightMatrix& w, int64_t row_begin, int64_t row_
     for (; g < g_end; ++g) PackedBf16Groups<1, 1, true>(w, g, row_begin, row_end, x, 0, y, ldy);
     return;
   }
-  if (n_tokens > kPackedDirectMaxTokens) {
-    for (int64_t g = g_begin; g < g_end; g += kPackedWideGroups) {
-      PackedBf16BlockWidened(w, g, std::min(g_end, g + kPackedWideGroups), row_begin, row_end, x,
-                             n_tokens, y, ldy);
+  if constexpr (kPackedDirectMaxTokens < INT64_MAX) {  // tables without widened weights skip it
+    if (n_tokens > kPackedDirectMaxTokens) {
+      for (int64_t g = g_begin; g < g_end; g += kPackedWideGroups) {
+        PackedBf16BlockWidened(w, g, std::min(g_end, g + kPackedWideGroups), row_begin, row_end, x,
+                               n_tokens, y, ldy);
+      }
+      return;
     }
-    return;
   }
   constexpr int kMG = V::kPackedTileGroups;
   int64_t g = g_begin;
