@@ -124,6 +124,8 @@ BENCHMARK_CAPTURE(BM_MatMul, avx512bf16dot_bf16, Isa::kAvx512Bf16, DType::kBF16)
 BENCHMARK_CAPTURE(BM_MatMul, avx512bf16dot_bf16packed, Isa::kAvx512Bf16, DType::kBF16,
                   Bf16Layout::kPacked16)
     ->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_MatMul, amx_bf16packed, Isa::kAmx, DType::kBF16, Bf16Layout::kPacked16)
+    ->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx512_f32, Isa::kAvx512, DType::kF32)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, scalar_q8, Isa::kScalar, DType::kI8)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx2_q8, Isa::kAvx2, DType::kI8)->Apply(Shapes);

@@ -73,6 +73,9 @@ int RunBench(const BenchArgs& args) {
           "vdpbf16ps: %.2fx the multiply-adds per second of f32 FMAs (--isa fast uses %s)\n",
           speedup, speedup > 1.0 ? "it" : "f32 FMAs, and AVX512-BF16's int8-cache attention");
     }
+    if (IsaSupported(Isa::kAmx)) {
+      std::printf("amx: --isa fast multiplies packed bf16 weights by tiles for 16+ tokens\n");
+    }
     std::printf("%8s %8s %12s %8s %12s %14s %10s %10s %9s\n", "depth", "prefill", "prefill t/s",
                 "decode", "decode t/s", "bytes/token", "GB/s", "probe GB/s", "roofline");
   }

@@ -30,8 +30,9 @@ void AddModelOptions(CLI::App& app, ModelArgs& args) {
   app.add_option(
       "--isa", args.isa,
       "Kernels: auto (best exact f32), fast (bf16 activations for bf16 weights where vdpbf16ps "
-      "outpaces f32 FMAs, else auto with int8-query attention over int8 caches), scalar, "
-      "avx2, avx512, avx512-bf16 (default: $MLARUN_ISA, else per command)");
+      "outpaces f32 FMAs, else auto with int8-query attention over int8 caches; plus AMX tiles "
+      "for packed bf16 weights in batches of 16+ tokens where the CPU has AMX), scalar, "
+      "avx2, avx512, avx512-bf16, amx (default: $MLARUN_ISA, else per command)");
 }
 
 void AddKvOptions(CLI::App& app, KvArgs& args, const std::string& default_dtype) {
@@ -115,7 +116,7 @@ const KernelTable& SelectKernels(const ModelArgs& args, const std::string& fallb
   Isa isa;
   if (!ParseIsa(name, &isa)) {
     throw Error("--isa: '" + name +
-                "' is not one of auto, fast, scalar, avx2, avx512, avx512-bf16");
+                "' is not one of auto, fast, scalar, avx2, avx512, avx512-bf16, amx");
   }
   if (!IsaSupported(isa)) {
     throw Error("--isa: this CPU does not support " + name + " (" + DescribeCpuFeatures() + ")");

@@ -1,6 +1,11 @@
 // CPU feature detection via GCC/Clang __builtin_cpu_supports (CPUID with OS XSAVE support checks).
 #include "kernels/isa.h"
 
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include "kernels/kernel_table.h"
 
 namespace mlarun {
@@ -25,6 +30,25 @@ CpuFeatures DetectCpuFeatures() {
   return f;
 }
 
+namespace {
+
+// Asks Linux (once per process) for the AMX tile data state, which it grants only on request
+// (Documentation/arch/x86/xstate.rst: ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18).
+bool AmxTileDataGranted() {
+  static const bool granted = [] {
+#if defined(__linux__) && defined(__x86_64__)
+    constexpr long kArchReqXcompPerm = 0x1023;
+    constexpr long kXfeatureXtileData = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtileData) == 0;
+#else
+    return false;
+#endif
+  }();
+  return granted;
+}
+
+}  // namespace
+
 bool IsaSupported(Isa isa) {
   const CpuFeatures f = DetectCpuFeatures();
   switch (isa) {
@@ -36,6 +60,8 @@ bool IsaSupported(Isa isa) {
       return f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512_vnni && f.fma;
     case Isa::kAvx512Bf16:
       return IsaSupported(Isa::kAvx512) && f.avx512_bf16;
+    case Isa::kAmx:
+      return IsaSupported(Isa::kAvx512Bf16) && f.amx_tile && f.amx_bf16 && AmxTileDataGranted();
   }
   return false;
 }
@@ -54,11 +80,14 @@ double Bf16DotSpeedup() {
 
 // The measured ratio is ~1.9 on AMD Zen 4 and ~0.5 on the Intel Xeon VMs of docs/performance.md:
 // far from 1 on both, so the choice does not flip between runs.
-Isa FastestIsa() { return Bf16DotSpeedup() > 1.0 ? Isa::kAvx512Bf16 : BestIsa(); }
+Isa FastestIsa() {
+  if (IsaSupported(Isa::kAmx)) return Isa::kAmx;
+  return Bf16DotSpeedup() > 1.0 ? Isa::kAvx512Bf16 : BestIsa();
+}
 
 std::vector<Isa> SupportedIsas() {
   std::vector<Isa> out;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx}) {
     if (IsaSupported(isa)) out.push_back(isa);
   }
   return out;
@@ -74,6 +103,8 @@ std::string_view IsaName(Isa isa) {
       return "avx512";
     case Isa::kAvx512Bf16:
       return "avx512-bf16";
+    case Isa::kAmx:
+      return "amx";
   }
   return "?";
 }
@@ -87,7 +118,7 @@ bool ParseIsa(std::string_view name, Isa* isa) {
     *isa = FastestIsa();
     return true;
   }
-  for (Isa candidate : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
+  for (Isa candidate : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx}) {
     if (IsaName(candidate) == name) {
       *isa = candidate;
       return true;

@@ -15,6 +15,10 @@ enum class Isa {
   // before bf16 matmuls (as llama.cpp does), twice the multiply throughput of f32 FMAs. Not exact
   // f32: chosen by `FastestIsa`, never by `BestIsa`.
   kAvx512Bf16,
+  // kAvx512Bf16 plus AMX-BF16 tile dot products for packed bf16 weights (every batch size, so a
+  // token's result does not depend on its batch): activations rounded to bf16 as above. Needs
+  // Linux to grant the process the tile state (arch_prctl ARCH_REQ_XCOMP_PERM, asked once).
+  kAmx,
 };
 
 struct CpuFeatures {
@@ -30,8 +34,9 @@ CpuFeatures DetectCpuFeatures();
 bool IsaSupported(Isa isa);
 // The best supported level with float32 activations (exact f32 arithmetic on loaded weights).
 Isa BestIsa();
-// The fastest supported level: kAvx512Bf16 (activations rounded to bf16 for bf16 weights) where
-// its bf16 dot products outpace float32 FMAs on exactly widened weights, else BestIsa().
+// The fastest supported level: kAmx where supported, else kAvx512Bf16 (activations rounded to
+// bf16 for bf16 weights) where its bf16 dot products outpace float32 FMAs on exactly widened
+// weights, else BestIsa().
 Isa FastestIsa();
 // vdpbf16ps multiply-adds per second over float32 FMA ones on this CPU, measured once per process
 // (about 1 ms); 0 without AVX512-BF16.
@@ -39,8 +44,8 @@ double Bf16DotSpeedup();
 // All supported levels, scalar first.
 std::vector<Isa> SupportedIsas();
 std::string_view IsaName(Isa isa);
-// Parses "scalar", "avx2", "avx512", "avx512-bf16", "auto" (BestIsa) or "fast" (FastestIsa);
-// returns false for anything else.
+// Parses "scalar", "avx2", "avx512", "avx512-bf16", "amx", "auto" (BestIsa) or "fast"
+// (FastestIsa); returns false for anything else.
 bool ParseIsa(std::string_view name, Isa* isa);
 // One line describing the CPU features found, e.g. "avx2 fma avx512f ... (amx: no)".
 std::string DescribeCpuFeatures();

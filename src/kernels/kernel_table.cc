@@ -5,6 +5,8 @@ namespace mlarun {
 
 const KernelTable& GetKernelTable(Isa isa) {
   switch (isa) {
+    case Isa::kAmx:
+      return detail::AmxKernelTable();
     case Isa::kAvx512Bf16:
       return detail::Avx512Bf16KernelTable();
     case Isa::kAvx512:
@@ -19,12 +21,16 @@ const KernelTable& GetKernelTable(Isa isa) {
 
 const KernelTable& FastestKernelTable() {
   const Isa fastest = FastestIsa();
-  if (fastest != Isa::kAvx512 || !IsaSupported(Isa::kAvx512Bf16)) return GetKernelTable(fastest);
-  static const KernelTable table = [] {
+  if (!IsaSupported(Isa::kAvx512Bf16) || Bf16DotSpeedup() > 1.0) return GetKernelTable(fastest);
+  static const KernelTable table = [fastest] {
     KernelTable t = detail::Avx512KernelTable();
     const KernelTable& bf16 = detail::Avx512Bf16KernelTable();
     t.dot_rows_i8 = bf16.dot_rows_i8;
     t.pv_accumulate_i8 = bf16.pv_accumulate_i8;
+    if (fastest == Isa::kAmx) {
+      t.isa = Isa::kAmx;
+      detail::InstallAmxKernels(&t);
+    }
     return t;
   }();
   return table;

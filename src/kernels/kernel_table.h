@@ -58,6 +58,15 @@ struct KernelTable {
   // activations already rounded to bf16, x_bf16 [n_tokens, w.cols].
   void (*matmul_rows_bf16)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
                            const uint16_t* x_bf16, int64_t n_tokens, float* y, int64_t ldy);
+  // Optional (AMX only): y = W x for kPacked16 weights and the n_tokens tokens' x rounded to bf16
+  // in activation tiles (packed_bf16.h), by tile dot products (tdpbf16ps; float32 sums in the
+  // hardware's order). Batch invariant among batches it takes, which MatMulBatch gives it from
+  // bf16_tiles_min_tokens tokens on: smaller ones (decode; AMX there read ~15% fewer GB/s than
+  // the AVX-512 FMAs on the Intel Xeon VM) go to matmul_rows_bf16 or matmul_rows, so a token's
+  // result depends on its batch reaching that size, by float32 rounding.
+  void (*matmul_rows_bf16_tiles)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
+                                 const uint16_t* x_tiles, int64_t n_tokens, float* y, int64_t ldy);
+  int64_t bf16_tiles_min_tokens = 0;
   // c[i, j] = sum_kk a[i, kk] b[kk, j] for i < m, j < n (row-major, leading dimensions lda, ldb,
   // ldc); each element is one fused multiply-add chain over kk in order from 0, so every ISA
   // gives bitwise the scalar result.
@@ -134,11 +143,12 @@ struct KernelTable {
 
 // Returns the table for `isa`; the caller must check IsaSupported(isa) first.
 const KernelTable& GetKernelTable(Isa isa);
-// The kernels of `--isa fast`: the table of FastestIsa(), except that on AVX512-BF16 CPUs whose
-// vdpbf16ps is slower than f32 FMAs (FastestIsa() is then kAvx512) the AVX512-BF16 table's
-// attention over int8 cache rows (vpdpbusd scores, only the 64-value RoPE tail by vdpbf16ps)
-// replaces the AVX-512 table's, which decodes the rows to float32 (on the Intel Xeon VM, int8
-// weights and cache, decode at depth 4096: 33.0 -> 47.3 tok/s).
+// The kernels of `--isa fast`: the table of FastestIsa(), except on AVX512-BF16 CPUs whose
+// vdpbf16ps is slower than f32 FMAs (Bf16DotSpeedup() <= 1). There it is the exact AVX-512 table
+// with the AVX512-BF16 table's attention over int8 cache rows (vpdpbusd scores, only the
+// 64-value RoPE tail by vdpbf16ps) instead of the AVX-512 table's, which decodes the rows to
+// float32 (on the Intel Xeon VM, int8 weights and cache, decode at depth 4096: 33.0 -> 47.3
+// tok/s), plus, where AMX is supported, the AMX table's tile products for prefill batches.
 const KernelTable& FastestKernelTable();
 
 // What a kernel call needs: the worker threads and the kernels of the chosen ISA.
@@ -155,6 +165,9 @@ const KernelTable& ScalarKernelTable();
 const KernelTable& Avx2KernelTable();
 const KernelTable& Avx512KernelTable();
 const KernelTable& Avx512Bf16KernelTable();
+const KernelTable& AmxKernelTable();
+// Puts the AMX kernels (tile products of packed bf16 weights for batches of 16+ tokens) into `t`.
+void InstallAmxKernels(KernelTable* t);
 // Multiply-adds per second of vdpbf16ps over 512-bit f32 FMAs on this core, timed in register
 // loops (cpu/bf16_dot_rate.cc; call only where AVX512-BF16 is supported).
 double MeasureBf16DotSpeedup();

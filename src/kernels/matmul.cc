@@ -73,12 +73,17 @@ void WeightMatrix::DecodeRow(int64_t r, float* out) const {
 
 namespace {
 
-// How a job's kernel reads its activations: as given, rounded to bf16, quantised to Q8, or
-// float32 in pair form (KernelTable::matmul_rows_pair_x).
-enum class InputForm { kF32, kBf16, kQ8, kF32Pairs };
+// How a job's kernel reads its activations: as given, rounded to bf16 (row-major, or in the
+// activation tiles of packed_bf16.h), quantised to Q8, or float32 in pair form
+// (KernelTable::matmul_rows_pair_x).
+enum class InputForm { kF32, kBf16, kBf16Tiles, kQ8, kF32Pairs };
 
-InputForm FormOf(const KernelTable& k, const WeightMatrix& w) {
+InputForm FormOf(const KernelTable& k, const WeightMatrix& w, int64_t n_tokens) {
   if (w.dtype == DType::kI8) return InputForm::kQ8;
+  if (w.dtype == DType::kBF16 && w.bf16_layout == Bf16Layout::kPacked16 &&
+      k.matmul_rows_bf16_tiles != nullptr && n_tokens >= k.bf16_tiles_min_tokens) {
+    return InputForm::kBf16Tiles;
+  }
   if (w.dtype == DType::kBF16 && k.matmul_rows_bf16 != nullptr) return InputForm::kBf16;
   if (w.dtype == DType::kBF16 && w.bf16_layout == Bf16Layout::kRowMajor &&
       k.matmul_rows_pair_x != nullptr) {
@@ -93,9 +98,10 @@ struct PreparedInput {
   int64_t n_tokens = 0;
   int64_t cols = 0;
   InputForm form = InputForm::kF32;
-  std::vector<uint16_t> bf16;  // kBf16: x rounded to bf16, [n_tokens, cols]
-  Q8Activations q8;            // kQ8: x quantised per token and block
-  std::vector<float> pairs;    // kF32Pairs: each token's x in pair form, [n_tokens, cols]
+  std::vector<uint16_t> bf16;   // kBf16, kBf16Tiles: x rounded to bf16, [n_tokens, cols]
+  std::vector<uint16_t> tiles;  // kBf16Tiles: bf16 in activation tiles
+  Q8Activations q8;             // kQ8: x quantised per token and block
+  std::vector<float> pairs;     // kF32Pairs: each token's x in pair form, [n_tokens, cols]
 };
 
 // Rows per work item, at least: 64 (4 packed Q8 groups; 128 KB of int8 or 256 KB of bf16 weights
@@ -152,6 +158,17 @@ void RoundToBf16(Exec& exec, const float* x, int64_t n, uint16_t* out) {
   exec.pool.ParallelFor((n + kPerItem - 1) / kPerItem, round);  // inline for a single item
 }
 
+// tiles = the activation tiles of bf16 [n_tokens, cols], blocks of 16 tokens in parallel.
+void ActivationTiles(Exec& exec, const uint16_t* bf16, int64_t n_tokens, int64_t cols,
+                     uint16_t* tiles) {
+  const int64_t per_item = kBf16GroupRows * std::max<int64_t>(1, 4096 / std::max<int64_t>(cols, 1));
+  exec.pool.ParallelFor((n_tokens + per_item - 1) / per_item, [&](int64_t item, int) {
+    const int64_t t_begin = item * per_item;
+    TileBf16Activations(bf16, n_tokens, cols, t_begin, std::min(n_tokens, t_begin + per_item),
+                        tiles);
+  });
+}
+
 // out = x [n_tokens, cols] with each token's row in pair form, tokens in parallel for prefill.
 void PairForm(Exec& exec, const float* x, int64_t n_tokens, int64_t cols, float* out) {
   const int64_t per_item = std::max<int64_t>(1, int64_t{64} * 1024 / std::max<int64_t>(cols, 1));
@@ -180,7 +197,7 @@ void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs) {
       throw Error("MatMul: a Q8 weight matrix [" + std::to_string(job.w->rows) + ", " +
                   std::to_string(job.w->cols) + "] is not packed (Q8Layout::kPacked16)");
     }
-    const InputForm form = FormOf(exec.k, *job.w);
+    const InputForm form = FormOf(exec.k, *job.w, job.n_tokens);
     size_t i = 0;
     while (i < n_inputs && !(inputs[i].x == job.x && inputs[i].n_tokens == job.n_tokens &&
                              inputs[i].cols == job.w->cols && inputs[i].form == form)) {
@@ -196,9 +213,14 @@ void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs) {
       if (form == InputForm::kQ8) {
         QuantizeActivationsQ8(job.x, job.n_tokens, job.w->cols, &in.q8, &exec.pool,
                               exec.k.quantize_row_q8);
-      } else if (form == InputForm::kBf16) {
+      } else if (form == InputForm::kBf16 || form == InputForm::kBf16Tiles) {
         in.bf16.resize(static_cast<size_t>(job.n_tokens * job.w->cols));
         RoundToBf16(exec, job.x, static_cast<int64_t>(in.bf16.size()), in.bf16.data());
+        if (form == InputForm::kBf16Tiles) {
+          in.tiles.resize(
+              static_cast<size_t>(Bf16ActivationTileElements(job.n_tokens, job.w->cols)));
+          ActivationTiles(exec, in.bf16.data(), job.n_tokens, job.w->cols, in.tiles.data());
+        }
       } else if (form == InputForm::kF32Pairs) {
         in.pairs.resize(static_cast<size_t>(job.n_tokens * job.w->cols));
         PairForm(exec, job.x, job.n_tokens, job.w->cols, in.pairs.data());
@@ -221,6 +243,9 @@ void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs) {
         break;
       case InputForm::kBf16:
         exec.k.matmul_rows_bf16(*job.w, begin, end, in.bf16.data(), job.n_tokens, y, n_rows);
+        break;
+      case InputForm::kBf16Tiles:
+        exec.k.matmul_rows_bf16_tiles(*job.w, begin, end, in.tiles.data(), job.n_tokens, y, n_rows);
         break;
       case InputForm::kF32:
         exec.k.matmul_rows(*job.w, begin, end, job.x, job.n_tokens, y, n_rows);

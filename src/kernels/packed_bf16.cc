@@ -1,6 +1,8 @@
 // Packing and unpacking of bf16 weights in groups of 16 rows of column pairs (packed_bf16.h).
 #include "kernels/packed_bf16.h"
 
+#include <algorithm>
+
 #include "core/dtype.h"
 
 namespace mlarun {
@@ -25,6 +27,25 @@ void UnpackBf16Row(const uint32_t* packed, int64_t cols, int64_t r, uint16_t* ou
     const uint32_t word = group[kk * kBf16GroupRows + lane];
     out[2 * kk] = static_cast<uint16_t>(word & 0xffffu);
     out[2 * kk + 1] = static_cast<uint16_t>(word >> 16);
+  }
+}
+
+void TileBf16Activations(const uint16_t* x, int64_t n_tokens, int64_t cols, int64_t t_begin,
+                         int64_t t_end, uint16_t* tiles) {
+  const int64_t steps = Bf16TileSteps(cols);
+  for (int64_t b = t_begin; b < t_end; b += kBf16GroupRows) {
+    const int64_t block_tokens = std::min(kBf16GroupRows, n_tokens - b);
+    uint16_t* block = tiles + Bf16TileBlockStart(b, cols);
+    for (int64_t s = 0; s < steps; ++s) {
+      const int64_t c0 = s * kBf16TileCols;
+      const int64_t n = std::min(kBf16TileCols, cols - c0);
+      for (int64_t t = 0; t < block_tokens; ++t) {
+        uint16_t* dst = block + (s * block_tokens + t) * kBf16TileCols;
+        const uint16_t* src = x + (b + t) * cols + c0;
+        std::copy(src, src + n, dst);
+        std::fill(dst + n, dst + kBf16TileCols, uint16_t{0});
+      }
+    }
   }
 }
 
