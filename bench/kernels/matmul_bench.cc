@@ -27,8 +27,11 @@ struct Generated {
 };
 
 WeightMatrix GetMatrix(DType dtype, int64_t rows) {
-  static Generated f32, bf16, q8;
-  Generated& g = dtype == DType::kF32 ? f32 : dtype == DType::kBF16 ? bf16 : q8;
+  static Generated f32, bf16, f16, q8;
+  Generated& g = dtype == DType::kF32    ? f32
+                 : dtype == DType::kBF16 ? bf16
+                 : dtype == DType::kF16  ? f16
+                                         : q8;
   if (g.rows < rows) {
     Rng rng(1);
     const size_t n = static_cast<size_t>(rows * kCols);
@@ -36,10 +39,13 @@ WeightMatrix GetMatrix(DType dtype, int64_t rows) {
       g.values = HugePageBuffer(n * sizeof(float));
       auto* v = reinterpret_cast<float*>(g.values.data());
       for (size_t i = 0; i < n; ++i) v[i] = rng.NextSymmetric();
-    } else if (dtype == DType::kBF16) {
+    } else if (dtype == DType::kBF16 || dtype == DType::kF16) {
       g.values = HugePageBuffer(n * sizeof(uint16_t));
       auto* v = reinterpret_cast<uint16_t*>(g.values.data());
-      for (size_t i = 0; i < n; ++i) v[i] = F32ToBF16(rng.NextSymmetric());
+      for (size_t i = 0; i < n; ++i) {
+        const float value = rng.NextSymmetric();
+        v[i] = dtype == DType::kBF16 ? F32ToBF16(value) : F32ToF16(value);
+      }
     } else {
       g.values = HugePageBuffer(static_cast<size_t>(PackedQ8ValueBytes(rows, kCols)));
       g.q8_scales =
@@ -66,7 +72,7 @@ WeightMatrix GetMatrix(DType dtype, int64_t rows) {
 }
 
 void BM_MatMul(benchmark::State& state, Isa isa, DType dtype,
-               Bf16Layout layout = Bf16Layout::kRowMajor) {
+               Layout16 layout = Layout16::kRowMajor) {
   if (!IsaSupported(isa)) {
     state.SkipWithError("ISA not supported on this CPU");
     return;
@@ -77,8 +83,8 @@ void BM_MatMul(benchmark::State& state, Isa isa, DType dtype,
   ThreadPool pool(static_cast<int>(state.range(2)));
   Exec exec{pool, GetKernelTable(isa)};
   WeightMatrix w = GetMatrix(dtype, rows);
-  // Packed bf16: the same random words read as 16-row groups (rows are multiples of 16 here).
-  w.bf16_layout = layout;
+  // Packed bf16 or f16: the same random words read as 16-row groups (rows are multiples of 16).
+  w.layout16 = layout;
   std::vector<float> x(static_cast<size_t>(n_tokens * cols), 0.5f);
   std::vector<float> y(static_cast<size_t>(n_tokens * rows));
   for (auto _ : state) {
@@ -115,18 +121,25 @@ void Shapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_CAPTURE(BM_MatMul, scalar_bf16, Isa::kScalar, DType::kBF16)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx2_bf16, Isa::kAvx2, DType::kBF16)->Apply(Shapes);
-BENCHMARK_CAPTURE(BM_MatMul, avx2_bf16packed, Isa::kAvx2, DType::kBF16, Bf16Layout::kPacked16)
+BENCHMARK_CAPTURE(BM_MatMul, avx2_bf16packed, Isa::kAvx2, DType::kBF16, Layout16::kPacked16)
     ->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx512_bf16, Isa::kAvx512, DType::kBF16)->Apply(Shapes);
-BENCHMARK_CAPTURE(BM_MatMul, avx512_bf16packed, Isa::kAvx512, DType::kBF16, Bf16Layout::kPacked16)
+BENCHMARK_CAPTURE(BM_MatMul, avx512_bf16packed, Isa::kAvx512, DType::kBF16, Layout16::kPacked16)
     ->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx512bf16dot_bf16, Isa::kAvx512Bf16, DType::kBF16)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx512bf16dot_bf16packed, Isa::kAvx512Bf16, DType::kBF16,
-                  Bf16Layout::kPacked16)
+                  Layout16::kPacked16)
     ->Apply(Shapes);
-BENCHMARK_CAPTURE(BM_MatMul, amx_bf16packed, Isa::kAmx, DType::kBF16, Bf16Layout::kPacked16)
+BENCHMARK_CAPTURE(BM_MatMul, amx_bf16packed, Isa::kAmx, DType::kBF16, Layout16::kPacked16)
     ->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx512_f32, Isa::kAvx512, DType::kF32)->Apply(Shapes);
+// f16: row-major (widened by F16C in registers, or per block of rows for many tokens) and packed
+// at load (--load copy: the same 16-row groups as bf16, each column pair's two columns in turn).
+BENCHMARK_CAPTURE(BM_MatMul, avx2_f16, Isa::kAvx2, DType::kF16)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_MatMul, avx2_f16packed, Isa::kAvx2, DType::kF16, Layout16::kPacked16)
+    ->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_MatMul, avx512_f16packed, Isa::kAvx512, DType::kF16, Layout16::kPacked16)
+    ->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, scalar_q8, Isa::kScalar, DType::kI8)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx2_q8, Isa::kAvx2, DType::kI8)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx512_q8, Isa::kAvx512, DType::kI8)->Apply(Shapes);

@@ -83,9 +83,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   // As `mlarun serve` loads: with copied files and bf16 kernels, bf16 matrices packed for them.
-  const bool pack_bf16 = mlarun::PackBf16For(setup.load, mlarun::FastestKernelTable());
+  const bool pack_16bit = mlarun::Pack16BitFor(setup.load, mlarun::FastestKernelTable());
   const std::unique_ptr<mlarun::Model> model = mlarun::Model::Load(
-      setup.model_dir, {.weights = setup.weights, .file_load = setup.load, .pack_bf16 = pack_bf16});
+      setup.model_dir,
+      {.weights = setup.weights, .file_load = setup.load, .pack_16bit = pack_16bit});
   mlarun::ThreadPool pool(setup.threads);
   benchmark::RegisterBenchmark("BatchedDecode", mlarun::BM_BatchedDecode, &setup, model.get(),
                                &pool)

@@ -74,7 +74,7 @@ std::unique_ptr<Model> LoadModel(const ModelArgs& args, ThreadPool& pool,
   }
   if (args.load == "copy") {
     options.file_load = FileLoad::kCopy;
-    options.pack_bf16 = kernels != nullptr && PackBf16For(options.file_load, *kernels);
+    options.pack_16bit = kernels != nullptr && Pack16BitFor(options.file_load, *kernels);
   } else if (args.load != "mmap") {
     throw Error("--load: '" + args.load + "' is not one of mmap, copy");
   }

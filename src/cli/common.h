@@ -47,9 +47,9 @@ void AddKvOptions(CLI::App& app, KvArgs& args, const std::string& default_dtype)
 // source tree of this binary (build/bin/../../models/default) or the working directory.
 std::string ResolveModelDir(const std::string& model_dir);
 // Loads the model of --model (and --weights, --load), with a progress bar on a terminal; `pool`
-// is used for load-time quantisation and packing. With `--load copy` and kernels that have bf16
-// dot products (`kernels`, the command's table), bf16 matrices are copied in the packed layout
-// those kernels read fastest (ModelLoadOptions::pack_bf16).
+// is used for load-time quantisation and packing. With `--load copy` and kernels that read packed
+// 16-bit matrices fastest (`kernels`, the command's table), bf16 and f16 matrices are copied in
+// that layout (ModelLoadOptions::pack_16bit).
 std::unique_ptr<Model> LoadModel(const ModelArgs& args, ThreadPool& pool,
                                  const KernelTable* kernels = nullptr);
 // The kernel set chosen by --isa, else $MLARUN_ISA, else `fallback` ("auto": exact f32

@@ -136,8 +136,8 @@ struct KernelTable {
   // are in words (a, b) and floats (c). Used by `--isa fast` for the tiled attention of prefill.
   void (*gemm_bf16_pairs)(int64_t m, int64_t n, int64_t k_pairs, const uint32_t* a, int64_t lda,
                           const uint32_t* b, int64_t ldb, float* c, int64_t ldc);
-  // Whether bf16 matrices are read fastest in Bf16Layout::kPacked16 (packed_bf16.h), so that
-  // loading should pack them where it copies the weights anyway (PackBf16For).
+  // Whether bf16 and f16 matrices are read fastest in Layout16::kPacked16 (packed_bf16.h), so
+  // that loading should pack them where it copies the weights anyway (Pack16BitFor).
   bool packed_bf16_fastest = false;
 };
 

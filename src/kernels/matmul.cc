@@ -33,7 +33,7 @@ void WeightMatrix::DecodeRow(int64_t r, float* out) const {
       return;
     }
     case DType::kBF16: {
-      if (bf16_layout == Bf16Layout::kPacked16) {
+      if (layout16 == Layout16::kPacked16) {
         thread_local std::vector<uint16_t> row;
         row.resize(static_cast<size_t>(n));
         UnpackBf16Row(static_cast<const uint32_t*>(data), n, r, row.data());
@@ -45,6 +45,11 @@ void WeightMatrix::DecodeRow(int64_t r, float* out) const {
       return;
     }
     case DType::kF16: {
+      if (layout16 == Layout16::kPacked16) {
+        for (int64_t c = 0; c < n; ++c)
+          out[c] = F16ToF32(PackedF16At(static_cast<const uint16_t*>(data), n, r, c));
+        return;
+      }
       const uint16_t* src = static_cast<const uint16_t*>(data) + r * n;
       for (int64_t c = 0; c < n; ++c) out[c] = F16ToF32(src[c]);
       return;
@@ -80,12 +85,12 @@ enum class InputForm { kF32, kBf16, kBf16Tiles, kQ8, kF32Pairs };
 
 InputForm FormOf(const KernelTable& k, const WeightMatrix& w, int64_t n_tokens) {
   if (w.dtype == DType::kI8) return InputForm::kQ8;
-  if (w.dtype == DType::kBF16 && w.bf16_layout == Bf16Layout::kPacked16 &&
+  if (w.dtype == DType::kBF16 && w.layout16 == Layout16::kPacked16 &&
       k.matmul_rows_bf16_tiles != nullptr && n_tokens >= k.bf16_tiles_min_tokens) {
     return InputForm::kBf16Tiles;
   }
   if (w.dtype == DType::kBF16 && k.matmul_rows_bf16 != nullptr) return InputForm::kBf16;
-  if (w.dtype == DType::kBF16 && w.bf16_layout == Bf16Layout::kRowMajor &&
+  if (w.dtype == DType::kBF16 && w.layout16 == Layout16::kRowMajor &&
       k.matmul_rows_pair_x != nullptr) {
     return InputForm::kF32Pairs;
   }

@@ -17,11 +17,12 @@ enum class Q8Layout {
   kPacked16,
 };
 
-// How kBF16 values are laid out.
-enum class Bf16Layout {
+// How 16-bit float values (kBF16, kF16) are laid out.
+enum class Layout16 {
   kRowMajor,  // as in files: [rows, cols]
-  // packed_bf16.h: groups of 16 rows, pairs of columns interleaved (cols even). Read by the
-  // AVX512-BF16 table's outer-product kernels; the other tables decode it row by row.
+  // packed_bf16.h: groups of 16 rows, by pairs of columns (cols even); kBF16 interleaves each
+  // pair's two values per row, kF16 stores the pair's two columns one after the other. Read by
+  // the SIMD tables' outer-product kernels; the scalar table decodes it row by row.
   kPacked16,
 };
 
@@ -40,8 +41,8 @@ struct WeightMatrix {
   const uint16_t* q8_scales = nullptr;
   // kI8: the layout of data and q8_scales; the matmul kernels need kPacked16.
   Q8Layout q8_layout = Q8Layout::kRowMajor;
-  // kBF16: the layout of data.
-  Bf16Layout bf16_layout = Bf16Layout::kRowMajor;
+  // kBF16, kF16: the layout of data.
+  Layout16 layout16 = Layout16::kRowMajor;
   // kF32 only: elements between row starts (0: cols), for views into wider rows.
   int64_t row_stride = 0;
 

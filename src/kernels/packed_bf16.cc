@@ -1,4 +1,5 @@
-// Packing and unpacking of bf16 weights in groups of 16 rows of column pairs (packed_bf16.h).
+// Packing and unpacking of bf16 and f16 weights in groups of 16 rows of column pairs
+// (packed_bf16.h).
 #include "kernels/packed_bf16.h"
 
 #include <algorithm>
@@ -17,6 +18,13 @@ void PackBf16Rows(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t 
     for (int64_t kk = 0; kk < pairs; ++kk) {
       group[kk * kBf16GroupRows + lane] = BF16Pair(row[2 * kk], row[2 * kk + 1]);
     }
+  }
+}
+
+void PackF16Rows(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
+                 uint16_t* dst) {
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    for (int64_t c = 0; c < cols; ++c) dst[PackedF16Index(cols, r, c)] = src[r * cols + c];
   }
 }
 

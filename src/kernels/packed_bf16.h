@@ -36,6 +36,24 @@ void PackBf16Rows(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t 
 // Writes row `r` of a packed matrix with `cols` columns to `out` [cols].
 void UnpackBf16Row(const uint32_t* packed, int64_t cols, int64_t r, uint16_t* out);
 
+// float16 weights packed in the same geometry (16-row groups, 64 bytes per group and column pair,
+// PackedBf16Bytes), but each pair stored as its two columns one after the other: half
+// (kk, j, i) of group g, at PackedBf16GroupWords(g, cols) * 2 + (2 kk + j) * 16 + i, is
+// W[16 g + i, 2 kk + j]. Eight or sixteen consecutive halves are then one column of 8 or 16 rows,
+// which F16C widens to float32 with one instruction (vcvtph2ps), as the outer-product kernels
+// need them.
+inline int64_t PackedF16Index(int64_t cols, int64_t r, int64_t c) {
+  return PackedBf16GroupWords(r / kBf16GroupRows, cols) * 2 + c * kBf16GroupRows +
+         r % kBf16GroupRows;
+}
+inline uint16_t PackedF16At(const uint16_t* packed, int64_t cols, int64_t r, int64_t c) {
+  return packed[PackedF16Index(cols, r, c)];
+}
+// Packs rows [row_begin, row_end) of the row-major f16 matrix `src` [rows, cols] (cols even) into
+// `dst` (PackedBf16Bytes(rows, cols)); padding rows as for PackBf16Rows.
+void PackF16Rows(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
+                 uint16_t* dst);
+
 // bf16 activations x [n_tokens, cols] as the AMX kernels read them ("activation tiles"): tokens
 // in blocks of 16 (the last block holds the n_tokens % 16 left, if any), each block stored as
 // [steps][block tokens][32] with steps = ceil(cols / 32), the last step's missing columns zero.

@@ -24,7 +24,7 @@ constexpr int64_t kNaiveMinTokens = 32;
 
 }  // namespace
 
-bool PackBf16For(FileLoad file_load, const KernelTable& kernels) {
+bool Pack16BitFor(FileLoad file_load, const KernelTable& kernels) {
   return file_load == FileLoad::kCopy && kernels.packed_bf16_fastest;
 }
 
@@ -32,13 +32,13 @@ std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoad
   std::unique_ptr<Model> model(new Model());
   model->config_ = LoadModelConfig(model_dir);
   const bool int8 = options.weights == WeightFormat::kInt8 || model->config_.q8_weights;
-  const bool pack_bf16 = options.pack_bf16 && !int8;
+  const bool pack_16bit = options.pack_16bit && !int8;
   model->archive_ = std::make_unique<SafetensorsArchive>(
-      SafetensorsArchive::Open(model_dir, pack_bf16 ? FileLoad::kMmap : options.file_load));
+      SafetensorsArchive::Open(model_dir, pack_16bit ? FileLoad::kMmap : options.file_load));
   LoadWeights(model->config_, *model->archive_, model_dir, model->weights_, options.on_progress);
   std::unique_ptr<ThreadPool> own_pool;
   ThreadPool* pool = options.pool;
-  if ((int8 || pack_bf16) && pool == nullptr) {
+  if ((int8 || pack_16bit) && pool == nullptr) {
     pool = (own_pool = std::make_unique<ThreadPool>(0)).get();
   }
   if (options.weights == WeightFormat::kInt8)
@@ -48,12 +48,15 @@ std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoad
     model->QuantizeDerivedQ8();
     PackQ8Weights(*pool, model->config_, model->weights_);
   }
-  if (pack_bf16) {
+  if (pack_16bit) {
     // The mapped file's pages of packed matrices are then dropped from the process (they stay
     // in the reclaimable page cache), so memory holds the weights once.
     const SafetensorsArchive& archive = *model->archive_;
-    PackBf16Weights(*pool, model->config_, model->weights_,
-                    [&](const void* data, size_t bytes) { archive.ReleasePages(data, bytes); });
+    auto release = [&](const void* data, size_t bytes) { archive.ReleasePages(data, bytes); };
+    Pack16BitWeights(*pool, model->config_, model->weights_, release);
+    // The files were mapped instead of copied: the matrices not packed get their copy here.
+    if (options.file_load == FileLoad::kCopy)
+      CopyStreamedWeights(*pool, model->config_, model->weights_, release);
   }
   return model;
 }

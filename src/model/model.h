@@ -51,18 +51,19 @@ struct ModelLoadOptions {
   // kMmap: weights used in place from the page cache (instant load); kCopy: read once into
   // anonymous huge-page memory (a read of the files at load; faster decode, docs/performance.md).
   FileLoad file_load = FileLoad::kMmap;
-  // bf16 weights: copy the matrices into Bf16Layout::kPacked16 for the AVX512-BF16 kernels
-  // (`--isa fast`). With kCopy the files are then mapped instead of copied (the packed copies
-  // take the copy's place; the other tensors are read in place). Ignored for int8 weights.
-  bool pack_bf16 = false;
+  // bf16 and f16 weights: copy the matrices into Layout16::kPacked16 for the SIMD kernels'
+  // outer-product form. With kCopy the files are then mapped instead of copied (the packed
+  // copies, and plain copies of the other streamed matrices, take the copy's place; norms and
+  // the embedding table are read in place). Ignored for int8 weights.
+  bool pack_16bit = false;
   ThreadPool* pool = nullptr;  // for load-time quantisation and packing; a temporary pool if null
   std::function<void(int64_t, int64_t)> on_progress;  // (tensors bound, total)
 };
 
-// Whether loading with `file_load` for `kernels` should pack bf16 matrices
-// (ModelLoadOptions::pack_bf16): when the files are copied anyway and the kernels have bf16 dot
-// products, which read the packed layout fastest. The rule of the CLI and the engine benchmark.
-bool PackBf16For(FileLoad file_load, const KernelTable& kernels);
+// Whether loading with `file_load` for `kernels` should pack bf16 and f16 matrices
+// (ModelLoadOptions::pack_16bit): when the files are copied anyway and the kernels read the
+// packed layout fastest. The rule of the CLI and the engine benchmark.
+bool Pack16BitFor(FileLoad file_load, const KernelTable& kernels);
 
 struct ForwardOptions {
   MlaPath mla_path = MlaPath::kAuto;

@@ -206,47 +206,104 @@ void PackQ8Weights(ThreadPool& pool, const ModelConfig& config, ModelWeights& we
   }
 }
 
-void PackBf16Weights(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights,
-                     const std::function<void(const void*, size_t)>& replaced) {
+namespace {
+
+// The matrices the matmul kernels stream (not the embedding table, not the router; lm_head also
+// when tied; the absorbed path's W_uk^T) for which `take` is true, each once.
+std::vector<WeightMatrix*> StreamedMatrices(const ModelConfig& config, ModelWeights& weights,
+                                            const std::function<bool(const WeightMatrix&)>& take) {
   std::vector<WeightMatrix*> targets;
   auto consider = [&](WeightMatrix& m) {
-    if (m.dtype == DType::kBF16 && m.bf16_layout == Bf16Layout::kRowMajor && m.cols % 2 == 0 &&
-        m.rows > 0 && std::find(targets.begin(), targets.end(), &m) == targets.end()) {
+    if (m.rows > 0 && take(m) && std::find(targets.begin(), targets.end(), &m) == targets.end())
       targets.push_back(&m);
-    }
   };
   ForEachTensor(config, weights, [&](const TensorSlot& slot) {
     if (slot.matrix != nullptr && !KeepsLoadedDtype(slot.name)) consider(*slot.matrix);
   });
-  consider(weights.lm_head);  // also when tied: then a packed copy beside the embedding table
+  consider(weights.lm_head);  // also when tied: then a copy beside the embedding table
   for (LayerWeights& layer : weights.layers) {
     for (WeightMatrix& m : layer.mla.w_uk_t) consider(m);
   }
-  // One buffer, each matrix at a 64-byte aligned offset.
+  return targets;
+}
+
+// Gives each of `targets` a new home of `bytes_of(m)` bytes in one zero-filled huge-page buffer
+// (64-byte aligned offsets), kept in weights.owned_pages: fill(m, dst) writes it, then m.data is
+// dst and `replaced` (optional) hears of the former bytes (not of a tied embedding's, which stay
+// in use).
+void RehomeMatrices(const std::vector<WeightMatrix*>& targets, ModelWeights& weights,
+                    const std::function<size_t(const WeightMatrix&)>& bytes_of,
+                    const std::function<void(WeightMatrix&, uint8_t*)>& fill,
+                    const std::function<void(const void*, size_t)>& replaced) {
+  if (targets.empty()) return;
   std::vector<size_t> offsets;
   size_t total = 0;
   for (const WeightMatrix* m : targets) {
     offsets.push_back(total);
-    total += (PackedBf16Bytes(m->rows, m->cols) + 63) / 64 * 64;
+    total += (bytes_of(*m) + 63) / 64 * 64;
   }
-  if (targets.empty()) return;
-  HugePageBuffer buffer(total);  // zero-filled: the padding rows of last groups stay 0
+  HugePageBuffer buffer(total);
   for (size_t i = 0; i < targets.size(); ++i) {
     WeightMatrix& m = *targets[i];
-    auto* dst = reinterpret_cast<uint32_t*>(buffer.data() + offsets[i]);
-    const auto* src = static_cast<const uint16_t*>(m.data);
-    const int64_t groups = PackedBf16Groups(m.rows);
-    pool.ParallelFor(groups, [&](int64_t g, int) {
-      PackBf16Rows(src, m.cols, g * kBf16GroupRows, std::min(m.rows, (g + 1) * kBf16GroupRows),
-                   dst);
-    });
-    if (replaced && m.data != weights.embed_tokens.data) {  // a tied embedding stays in use
-      replaced(m.data, static_cast<size_t>(m.rows * m.cols) * sizeof(uint16_t));
-    }
-    m.data = dst;
-    m.bf16_layout = Bf16Layout::kPacked16;
+    const void* former = m.data;
+    const size_t former_bytes = static_cast<size_t>(m.rows * m.cols) * DTypeSize(m.dtype);
+    fill(m, buffer.data() + offsets[i]);
+    if (replaced && former != weights.embed_tokens.data) replaced(former, former_bytes);
+    m.data = buffer.data() + offsets[i];
   }
   weights.owned_pages.push_back(std::move(buffer));
+}
+
+}  // namespace
+
+void Pack16BitWeights(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights,
+                      const std::function<void(const void*, size_t)>& replaced) {
+  const std::vector<WeightMatrix*> targets =
+      StreamedMatrices(config, weights, [](const WeightMatrix& m) {
+        return (m.dtype == DType::kBF16 || m.dtype == DType::kF16) &&
+               m.layout16 == Layout16::kRowMajor && m.cols % 2 == 0;
+      });
+  RehomeMatrices(
+      targets, weights, [](const WeightMatrix& m) { return PackedBf16Bytes(m.rows, m.cols); },
+      [&](WeightMatrix& m, uint8_t* dst) {
+        // The buffer is zero-filled: the padding rows of last groups stay 0.
+        const auto* src = static_cast<const uint16_t*>(m.data);
+        pool.ParallelFor(PackedBf16Groups(m.rows), [&](int64_t g, int) {
+          const int64_t begin = g * kBf16GroupRows;
+          const int64_t end = std::min(m.rows, begin + kBf16GroupRows);
+          if (m.dtype == DType::kBF16) {
+            PackBf16Rows(src, m.cols, begin, end, reinterpret_cast<uint32_t*>(dst));
+          } else {
+            PackF16Rows(src, m.cols, begin, end, reinterpret_cast<uint16_t*>(dst));
+          }
+        });
+        m.layout16 = Layout16::kPacked16;
+      },
+      replaced);
+}
+
+void CopyStreamedWeights(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights,
+                         const std::function<void(const void*, size_t)>& replaced) {
+  const std::vector<WeightMatrix*> targets =
+      StreamedMatrices(config, weights, [](const WeightMatrix& m) {
+        return (m.dtype == DType::kF32 && m.row_stride == 0) || m.dtype == DType::kF8E4M3 ||
+               ((m.dtype == DType::kBF16 || m.dtype == DType::kF16) &&
+                m.layout16 == Layout16::kRowMajor);
+      });
+  RehomeMatrices(
+      targets, weights,
+      [](const WeightMatrix& m) {
+        return static_cast<size_t>(m.rows * m.cols) * DTypeSize(m.dtype);
+      },
+      [&](WeightMatrix& m, uint8_t* dst) {
+        const size_t row_bytes = static_cast<size_t>(m.cols) * DTypeSize(m.dtype);
+        const auto* src = static_cast<const uint8_t*>(m.data);
+        ForRows(&pool, m.rows, [&](int64_t r) {
+          const size_t at = static_cast<size_t>(r) * row_bytes;
+          std::memcpy(dst + at, src + at, row_bytes);
+        });
+      },
+      replaced);
 }
 
 void WriteQ8Model(const ModelConfig& config, const ModelWeights& loaded, const std::string& src_dir,

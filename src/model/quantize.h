@@ -53,12 +53,18 @@ WeightMatrix PackQ8Matrix(ThreadPool* pool, const WeightMatrix& row_major, Model
 // the packed layout. One copy at load; files keep the portable row-major layout.
 void PackQ8Weights(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights);
 
-// Replaces every row-major bf16 matrix the matmul kernels read (not the embedding table, not the
-// router; a tied lm_head gets its own copy) that has an even number of columns by a copy in
-// Bf16Layout::kPacked16 (packed_bf16.h), all in one huge-page buffer, rows in parallel. For the
-// AVX512-BF16 kernels, whose outer-product form needs that layout (docs/performance.md).
+// Replaces every row-major bf16 or f16 matrix the matmul kernels read (not the embedding table,
+// not the router; a tied lm_head gets its own copy) that has an even number of columns by a copy
+// in Layout16::kPacked16 (packed_bf16.h), all in one huge-page buffer, rows in parallel. For the
+// SIMD tables' outer-product kernels, which read that layout fastest (docs/performance.md).
 // `replaced` (optional) is called with each replaced matrix's former bytes.
-void PackBf16Weights(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights,
-                     const std::function<void(const void*, size_t)>& replaced = {});
+void Pack16BitWeights(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights,
+                      const std::function<void(const void*, size_t)>& replaced = {});
+// Copies every other matrix the kernels stream (f32, fp8, 16-bit ones left row-major) as it is
+// into one huge-page buffer, rows in parallel: with `--load copy` and packing the files are
+// mapped, and those matrices would otherwise stream from 4 KiB page-cache pages.
+// `replaced` as for Pack16BitWeights.
+void CopyStreamedWeights(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights,
+                         const std::function<void(const void*, size_t)>& replaced = {});
 
 }  // namespace mlarun

@@ -78,7 +78,7 @@ struct ModelWeights {
   WeightMatrix lm_head;       // [vocab, hidden] (embed_tokens when tied)
   std::vector<LayerWeights> layers;
   std::vector<std::unique_ptr<uint8_t[]>> owned;  // copies of unaligned or derived tensors
-  std::vector<HugePageBuffer> owned_pages;        // packed bf16 copies (PackBf16Weights)
+  std::vector<HugePageBuffer> owned_pages;        // packed and plain copies (Pack16BitWeights, ...)
   // Packed Q8 matrices made at load (quantised, derived or repacked), bump-allocated 64-byte
   // aligned from huge-page chunks: streamed at memory bandwidth like the copied weights.
   std::vector<HugePageBuffer> q8_pages;

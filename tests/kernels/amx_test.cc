@@ -33,7 +33,7 @@ struct PackedBf16Matrix {
          .rows = rows,
          .cols = cols,
          .data = packed.data(),
-         .bf16_layout = Bf16Layout::kPacked16};
+         .layout16 = Layout16::kPacked16};
   }
 };
 

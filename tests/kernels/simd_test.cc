@@ -565,36 +565,52 @@ TEST_P(SimdTest, Bf16PairGemmMatchesDoubleReference) {
   }
 }
 
-TEST_P(SimdTest, PackedBf16MatMulIsBatchInvariantAndMatchesReference) {
+// A packed (Layout16::kPacked16) matrix of `dtype` (kBF16 or kF16) through `k`: close to a double
+// reference, and each token alone, row ranges that split groups and a pair of tokens bitwise the
+// batch's values (batch invariance on both sides of the tables' token-tile and widening sizes).
+void CheckPackedMatMul(const KernelTable& k, DType dtype) {
   const int64_t rows = 37;        // a partial last group of 16
-  const int64_t max_tokens = 21;  // AVX-512: token tiles of 8, 8 and 5
+  const int64_t max_tokens = 21;  // AVX-512: token tiles of 8, 8 and 5; AVX2: widened weights
   for (int64_t cols : {2, 64, 150, 2050}) {
+    SCOPED_TRACE(std::string(DTypeName(dtype)) + " cols " + std::to_string(cols));
     const std::vector<float> wf = Random(static_cast<size_t>(rows * cols), 91);
     std::vector<uint16_t> w(wf.size());
-    for (size_t i = 0; i < w.size(); ++i) w[i] = F32ToBF16(wf[i]);
+    for (size_t i = 0; i < w.size(); ++i)
+      w[i] = dtype == DType::kBF16 ? F32ToBF16(wf[i]) : F32ToF16(wf[i]);
+    auto widen = [&](uint16_t h) { return dtype == DType::kBF16 ? BF16ToF32(h) : F16ToF32(h); };
     std::vector<uint32_t> packed(PackedBf16Bytes(rows, cols) / sizeof(uint32_t), 0);
-    PackBf16Rows(w.data(), cols, 0, rows, packed.data());
+    auto* halves = reinterpret_cast<uint16_t*>(packed.data());
+    if (dtype == DType::kBF16) {
+      PackBf16Rows(w.data(), cols, 0, rows, packed.data());
+    } else {
+      PackF16Rows(w.data(), cols, 0, rows, halves);
+    }
     std::vector<uint16_t> row(static_cast<size_t>(cols));
     for (int64_t r = 0; r < rows; ++r) {
-      UnpackBf16Row(packed.data(), cols, r, row.data());
+      if (dtype == DType::kBF16) {
+        UnpackBf16Row(packed.data(), cols, r, row.data());
+      } else {
+        for (int64_t c = 0; c < cols; ++c)
+          row[static_cast<size_t>(c)] = PackedF16At(halves, cols, r, c);
+      }
       ASSERT_TRUE(std::equal(row.begin(), row.end(), w.begin() + r * cols)) << r;
     }
-    const WeightMatrix m{.dtype = DType::kBF16,
+    const WeightMatrix m{.dtype = dtype,
                          .rows = rows,
                          .cols = cols,
                          .data = packed.data(),
-                         .bf16_layout = Bf16Layout::kPacked16};
+                         .layout16 = Layout16::kPacked16};
     const std::vector<float> x = Random(static_cast<size_t>(max_tokens * cols), 92);
     std::vector<uint16_t> xb(x.size());
     for (size_t i = 0; i < x.size(); ++i) xb[i] = F32ToBF16(x[i]);
-    // Tables with bf16 dot products take x rounded to bf16; the others x as float32 (the packed
-    // rows widened exactly in registers, or decoded per row).
-    const bool bf16_x = simd().matmul_rows_bf16 != nullptr;
+    // Tables with bf16 dot products take x rounded to bf16 for bf16 weights; otherwise x is
+    // float32 (the packed rows widened exactly in registers, or decoded per row).
+    const bool bf16_x = dtype == DType::kBF16 && k.matmul_rows_bf16 != nullptr;
     auto run = [&](int64_t row_begin, int64_t row_end, int64_t t0, int64_t n_tokens, float* y) {
       if (bf16_x) {
-        simd().matmul_rows_bf16(m, row_begin, row_end, xb.data() + t0 * cols, n_tokens, y, rows);
+        k.matmul_rows_bf16(m, row_begin, row_end, xb.data() + t0 * cols, n_tokens, y, rows);
       } else {
-        simd().matmul_rows(m, row_begin, row_end, x.data() + t0 * cols, n_tokens, y, rows);
+        k.matmul_rows(m, row_begin, row_end, x.data() + t0 * cols, n_tokens, y, rows);
       }
     };
     run(0, rows, 0, 0, nullptr);  // no tokens: no access
@@ -606,11 +622,11 @@ TEST_P(SimdTest, PackedBf16MatMulIsBatchInvariantAndMatchesReference) {
         for (int64_t c = 0; c < cols; ++c) {
           const size_t xi = static_cast<size_t>(t * cols + c);
           expected += static_cast<double>(bf16_x ? BF16ToF32(xb[xi]) : x[xi]) *
-                      BF16ToF32(w[static_cast<size_t>(r * cols + c)]);
+                      widen(w[static_cast<size_t>(r * cols + c)]);
         }
         // Float32 sums of cols products of values in [-1, 1].
         ASSERT_NEAR(batched[static_cast<size_t>(t * rows + r)], expected, 1e-6 * cols)
-            << cols << " " << t << " " << r;
+            << t << " " << r;
       }
       // One token alone, and a row range that splits groups: bitwise the batch's values.
       std::vector<float> single(static_cast<size_t>(rows));
@@ -619,10 +635,10 @@ TEST_P(SimdTest, PackedBf16MatMulIsBatchInvariantAndMatchesReference) {
       run(5, 29, t, 1, part.data() + 5);
       for (int64_t r = 0; r < rows; ++r) {
         ASSERT_EQ(single[static_cast<size_t>(r)], batched[static_cast<size_t>(t * rows + r)])
-            << cols << " " << t << " " << r;
+            << t << " " << r;
         ASSERT_EQ(part[static_cast<size_t>(r)],
                   r >= 5 && r < 29 ? batched[static_cast<size_t>(t * rows + r)] : -9.0f)
-            << cols << " " << t << " " << r;
+            << t << " " << r;
       }
     }
     // Two tokens and rows 3..21 (a range inside one tile of two groups): bitwise the batch's.
@@ -632,10 +648,22 @@ TEST_P(SimdTest, PackedBf16MatMulIsBatchInvariantAndMatchesReference) {
       for (int64_t r = 0; r < rows; ++r) {
         ASSERT_EQ(pair[static_cast<size_t>(t * rows + r)],
                   r >= 3 && r < 21 ? batched[static_cast<size_t>((4 + t) * rows + r)] : -9.0f)
-            << cols << " " << t << " " << r;
+            << t << " " << r;
       }
     }
   }
+}
+
+TEST_P(SimdTest, PackedBf16MatMulIsBatchInvariantAndMatchesReference) {
+  CheckPackedMatMul(simd(), DType::kBF16);
+}
+
+TEST_P(SimdTest, PackedF16MatMulIsBatchInvariantAndMatchesReference) {
+  CheckPackedMatMul(simd(), DType::kF16);
+}
+
+TEST(PackedF16Test, ScalarTableDecodesPackedRows) {
+  CheckPackedMatMul(GetKernelTable(Isa::kScalar), DType::kF16);
 }
 
 TEST_P(SimdTest, SiluMulMatchesScalar) {

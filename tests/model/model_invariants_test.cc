@@ -301,16 +301,16 @@ TEST(ModelTest, FastIsaBf16PrefillAttentionStaysCloseToF32) {
 }
 
 TEST(ModelTest, PackedBf16WeightsMatchRowMajor) {
-  // pack_bf16 copies the bf16 matrices into 16-row groups of column pairs (packed_bf16.h): not the
+  // pack_16bit copies the bf16 matrices into 16-row groups of column pairs (packed_bf16.h): not the
   // embedding table, which is read by row.
   const std::string dir = testing::MakeTestModel("tiny-v3", DType::kBF16);
   const auto row_major = Model::Load(dir);
-  const auto packed = Model::Load(dir, {.pack_bf16 = true});
+  const auto packed = Model::Load(dir, {.pack_16bit = true});
   const LayerWeights& layer = packed->weights().layers[1];
-  EXPECT_EQ(layer.mla.kv_b_proj.bf16_layout, Bf16Layout::kPacked16);
-  EXPECT_EQ(layer.moe.experts[0].down_proj.bf16_layout, Bf16Layout::kPacked16);
-  EXPECT_EQ(packed->weights().lm_head.bf16_layout, Bf16Layout::kPacked16);
-  EXPECT_EQ(packed->weights().embed_tokens.bf16_layout, Bf16Layout::kRowMajor);
+  EXPECT_EQ(layer.mla.kv_b_proj.layout16, Layout16::kPacked16);
+  EXPECT_EQ(layer.moe.experts[0].down_proj.layout16, Layout16::kPacked16);
+  EXPECT_EQ(packed->weights().lm_head.layout16, Layout16::kPacked16);
+  EXPECT_EQ(packed->weights().embed_tokens.layout16, Layout16::kRowMajor);
   const auto ids = TestIds(40);
   // The exact tables read packed rows in float32 (decoded per row, or widened in registers where
   // packed_bf16_fastest): the row-major model's logits up to float32 rounding, and whatever the
@@ -333,6 +333,51 @@ TEST(ModelTest, PackedBf16WeightsMatchRowMajor) {
   EXPECT_LT(stats.mean, 1e-6);  // measured 2.5e-8 and 2.4e-7
   EXPECT_LT(stats.median_max, 1e-5);
   EXPECT_EQ(RunLogits(*packed, ids, {.chunk = 8, .threads = 1, .isa = fast}), fast_packed);
+}
+
+TEST(ModelTest, PackedF16WeightsMatchRowMajor) {
+  // f16 matrices are packed too (each column pair of a 16-row group as two runs of 16 halves,
+  // widened by F16C in the SIMD tables): the same float32 weights, so the row-major model's
+  // logits up to the order of the float32 sums, for any thread count or batch.
+  const std::string dir = testing::MakeTestModel("tiny-v3", DType::kF16);
+  const auto row_major = Model::Load(dir);
+  const auto packed = Model::Load(dir, {.pack_16bit = true});
+  const LayerWeights& layer = packed->weights().layers[1];
+  EXPECT_EQ(layer.mla.kv_b_proj.layout16, Layout16::kPacked16);
+  EXPECT_EQ(layer.moe.experts[0].down_proj.layout16, Layout16::kPacked16);
+  EXPECT_EQ(packed->weights().lm_head.layout16, Layout16::kPacked16);
+  EXPECT_EQ(packed->weights().embed_tokens.layout16, Layout16::kRowMajor);
+  const auto ids = TestIds(40);
+  for (const Isa isa : {Isa::kScalar, BestIsa()}) {
+    const auto exact_packed = RunLogits(*packed, ids, {.chunk = 8, .isa = isa});
+    EXPECT_LT(MaxAbsDiff(exact_packed, RunLogits(*row_major, ids, {.chunk = 8, .isa = isa})), 1e-4)
+        << IsaName(isa);
+    EXPECT_EQ(RunLogits(*packed, ids, {.chunk = 8, .threads = 1, .isa = isa}), exact_packed);
+    EXPECT_LT(MaxAbsDiff(RunLogits(*packed, ids, {.chunk = 1, .isa = isa}), exact_packed), 1e-5);
+  }
+}
+
+TEST(ModelTest, CopyLoadPutsEveryStreamedMatrixInHugePageCopies) {
+  // With --load copy and packing the files are mapped; the matrices that are not packed (here
+  // all: f32 weights) are copied as they are, so the logits are bitwise those of a mapped load.
+  const std::string dir = testing::MakeTestModel("tiny-v3", DType::kF32);
+  const auto mapped = Model::Load(dir);
+  const auto copied = Model::Load(dir, {.file_load = FileLoad::kCopy, .pack_16bit = true});
+  const ModelWeights& w = copied->weights();
+  auto in_copies = [&](const WeightMatrix& m) {
+    const auto* p = static_cast<const uint8_t*>(m.data);
+    for (const HugePageBuffer& b : w.owned_pages) {
+      if (p >= b.data() && p < b.data() + b.size()) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(in_copies(w.layers[1].mla.kv_b_proj));
+  EXPECT_TRUE(in_copies(w.layers[1].moe.experts[0].down_proj));
+  EXPECT_TRUE(in_copies(w.layers[0].mlp.up_proj));
+  EXPECT_TRUE(in_copies(w.lm_head));
+  EXPECT_FALSE(in_copies(w.embed_tokens));
+  const auto ids = TestIds(20);
+  EXPECT_EQ(RunLogits(*copied, ids, {.chunk = 8}), RunLogits(*mapped, ids, {.chunk = 8}));
 }
 
 }  // namespace

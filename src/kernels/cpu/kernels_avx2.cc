@@ -96,7 +96,7 @@ struct V {
   // avx2_bf16, 1 token, 9.4 -> 12.1 GB/s on one core and 17.0 -> 19.8 on two (the GEMV was
   // bound by widening the weights, not by memory).
   static constexpr bool kPairXMatMul = true;
-  // bf16 matrices packed at load (`--load copy`) are read by MatMulRowsPackedBf16 (one stream
+  // bf16 matrices packed at load (`--load copy`) are read by MatMulRowsPacked16 (one stream
   // per 16-row group); one token in tiles of 2 groups prefetching 512 B ahead. BM_MatMul, 1
   // token, against row-major in the same minutes: 12.7-13.6 -> 16.5-19.0 GB/s on one core,
   // 21.0-23.7 -> 25.6-29.8 on two (docs/performance.md).

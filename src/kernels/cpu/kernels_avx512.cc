@@ -81,7 +81,7 @@ struct V {
   static constexpr int kPvPairHeads = 0;  // no pair-form P V (see simd_impl.h)
   static constexpr bool kHasDeinterleave = false;
   static constexpr bool kPairXMatMul = false;
-  // bf16 matrices packed at load (`--load copy`) are read by MatMulRowsPackedBf16: f32 FMAs on
+  // bf16 matrices packed at load (`--load copy`) are read by MatMulRowsPacked16: f32 FMAs on
   // words widened exactly in registers. On the Intel Xeon VM of docs/performance.md, where
   // vdpbf16ps does half the multiply-adds of FMAs, against the AVX512-BF16 table on the same
   // packed matrices (BM_MatMul, one core / two): 1 token 13.4 / 27.5 vs 10.8 / 23.9 GB/s, 512

@@ -69,7 +69,7 @@ void MatMulRowsPackedBf16(const WeightMatrix& w, int64_t row_begin, int64_t row_
 // weights go to the outer-product kernel below.
 void MatMulRowsBf16(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const uint16_t* x,
                     int64_t n_tokens, float* y, int64_t ldy) {
-  if (w.bf16_layout == Bf16Layout::kPacked16) {
+  if (w.layout16 == Layout16::kPacked16) {
     MatMulRowsPackedBf16(w, row_begin, row_end, x, n_tokens, y, ldy);
     return;
   }

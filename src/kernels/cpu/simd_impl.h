@@ -31,10 +31,22 @@ constexpr int kW = V::kWidth;
 // Values per pair-form step: one vector load of bf16 pairs, widened to two float vectors.
 constexpr int64_t kPairStep = int64_t{2} * kW;
 
+// An IEEE binary16 weight (kF16), a type of its own so that Tile widens it with F16C
+// (uint16_t weights are bf16).
+struct F16Weight {
+  uint16_t bits;
+};
+
 inline F LoadW(const float* p) { return V::Load(p); }
 inline F LoadW(const uint16_t* p) { return V::LoadBf16(p); }
+inline F LoadW(const F16Weight* p) { return V::LoadF16(&p->bits); }
 inline F LoadWTail(const float* p, int n) { return V::LoadTail(p, n); }
 inline F LoadWTail(const uint16_t* p, int n) { return V::LoadBf16Tail(p, n); }
+inline F LoadWTail(const F16Weight* p, int n) {
+  alignas(64) uint16_t tmp[kW] = {};
+  for (int i = 0; i < n; ++i) tmp[i] = p[i].bits;
+  return V::LoadF16(tmp);
+}
 
 // y[t * ldy + r] = rows[r] . x[t] for r < MR, t < NT. kPairX (bf16 rows): x is in pair form
 // (Bf16PairForm) and each step of 2 kW columns widens a row with LoadBf16Pairs, one integer op per
@@ -120,6 +132,13 @@ void Bf16ToF32(const uint16_t* in, float* out, int64_t n) {
   for (; i < n; ++i) out[i] = BF16ToF32(in[i]);
 }
 
+// float16 values widened to float32 exactly (the scalar F16ToF32 for the tail).
+void F16ToF32Row(const uint16_t* in, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) V::Store(out + i, V::LoadF16(in + i));
+  for (; i < n; ++i) out[i] = F16ToF32(in[i]);
+}
+
 // A bf16 row widened to float32 in pair order: per step of 2 kW values the kW even-indexed ones,
 // then the kW odd-indexed ones (as LoadBf16Pairs splits them); a shorter tail as is.
 void Bf16ToF32PairOrder(const uint16_t* in, float* out, int64_t n) {
@@ -141,7 +160,7 @@ void Bf16ToF32PairOrder(const uint16_t* in, float* out, int64_t n) {
 namespace mlarun::SIMD_NAMESPACE {
 
 // Rows per block of the row range (and per decoded block when the weights must be converted to
-// f32 first: f16, fp8, or bf16 with many tokens, where converting once beats converting in
+// f32 first: fp8, or f16 / bf16 with many tokens, where converting once beats converting in
 // registers for every token tile). 64 f32 rows of 2048 columns (512 KB) stay in L2.
 constexpr int64_t kDecodeRows = 64;
 constexpr int64_t kFusedMaxTokens = 8;
@@ -154,13 +173,18 @@ void MatMulRowsWith(const WeightMatrix& w, int64_t row_begin, int64_t row_end, c
                     int64_t n_tokens, float* y, int64_t ldy) {
   const int64_t cols = w.cols;
   if constexpr (V::kPackedBf16MatMul) {
-    if (w.dtype == DType::kBF16 && w.bf16_layout == Bf16Layout::kPacked16) {
-      MatMulRowsPackedBf16(w, row_begin, row_end, x, n_tokens, y, ldy);
+    if (w.dtype == DType::kBF16 && w.layout16 == Layout16::kPacked16) {
+      MatMulRowsPacked16<uint32_t>(w, row_begin, row_end, x, n_tokens, y, ldy);
+      return;
+    }
+    if (w.dtype == DType::kF16 && w.layout16 == Layout16::kPacked16) {
+      MatMulRowsPacked16<F16PairWord>(w, row_begin, row_end, x, n_tokens, y, ldy);
       return;
     }
   }
-  const bool bf16_row_major = w.dtype == DType::kBF16 && w.bf16_layout == Bf16Layout::kRowMajor;
-  if (w.dtype == DType::kF32 || (bf16_row_major && n_tokens <= kFusedMaxTokens)) {
+  const bool bf16_row_major = w.dtype == DType::kBF16 && w.layout16 == Layout16::kRowMajor;
+  const bool fused = n_tokens <= kFusedMaxTokens;
+  if (w.dtype == DType::kF32 || ((bf16_row_major || w.dtype == DType::kF16) && fused)) {
     for (int64_t r0 = row_begin; r0 < row_end; r0 += kDecodeRows) {
       const int64_t n = std::min(kDecodeRows, row_end - r0);
       if (w.dtype == DType::kF32) {
@@ -168,6 +192,13 @@ void MatMulRowsWith(const WeightMatrix& w, int64_t row_begin, int64_t row_end, c
         for (int64_t r = 0; r < n; ++r)
           rows[r] = static_cast<const float*>(w.data) +
                     (r0 + r) * (w.row_stride > 0 ? w.row_stride : cols);
+        RowsOfType(rows, n, x, n_tokens, cols, y + (r0 - row_begin), ldy);
+      } else if (w.dtype == DType::kF16) {
+        // Widened in registers by F16C: the FMAs see the values F16ToF32Row gives the
+        // converted path below, in the same order.
+        const F16Weight* rows[kDecodeRows];
+        for (int64_t r = 0; r < n; ++r)
+          rows[r] = static_cast<const F16Weight*>(w.data) + (r0 + r) * cols;
         RowsOfType(rows, n, x, n_tokens, cols, y + (r0 - row_begin), ldy);
       } else {
         const uint16_t* rows[kDecodeRows];
@@ -192,6 +223,8 @@ void MatMulRowsWith(const WeightMatrix& w, int64_t row_begin, int64_t row_end, c
         } else {
           Bf16ToF32(src, dst, cols);
         }
+      } else if (w.dtype == DType::kF16) {
+        F16ToF32Row(static_cast<const uint16_t*>(w.data) + (r0 + r) * cols, dst, cols);
       } else {
         w.DecodeRow(r0 + r, dst);
       }
