@@ -22,16 +22,18 @@ constexpr int64_t kCols = 2048;  // a multiple of 64: Q8 rows need no padding
 // 4 KiB pages the GEMVs are TLB-bound).
 struct Generated {
   HugePageBuffer values;
-  HugePageBuffer q8_scales;  // packed Q8: float16, one per block of 32
+  HugePageBuffer q8_scales;       // packed Q8: float16, one per block of 32
+  std::vector<float> fp8_scales;  // FP8: one per block of 128 x 128
   int64_t rows = 0;
 };
 
 WeightMatrix GetMatrix(DType dtype, int64_t rows) {
-  static Generated f32, bf16, f16, q8;
-  Generated& g = dtype == DType::kF32    ? f32
-                 : dtype == DType::kBF16 ? bf16
-                 : dtype == DType::kF16  ? f16
-                                         : q8;
+  static Generated f32, bf16, f16, fp8, q8;
+  Generated& g = dtype == DType::kF32      ? f32
+                 : dtype == DType::kBF16   ? bf16
+                 : dtype == DType::kF16    ? f16
+                 : dtype == DType::kF8E4M3 ? fp8
+                                           : q8;
   if (g.rows < rows) {
     Rng rng(1);
     const size_t n = static_cast<size_t>(rows * kCols);
@@ -46,6 +48,10 @@ WeightMatrix GetMatrix(DType dtype, int64_t rows) {
         const float value = rng.NextSymmetric();
         v[i] = dtype == DType::kBF16 ? F32ToBF16(value) : F32ToF16(value);
       }
+    } else if (dtype == DType::kF8E4M3) {
+      g.values = HugePageBuffer(n);
+      for (size_t i = 0; i < n; ++i) g.values.data()[i] = F32ToF8E4M3(448.0f * rng.NextSymmetric());
+      g.fp8_scales.assign(static_cast<size_t>((rows + 127) / 128 * (kCols / 128)), 1.0f / 448.0f);
     } else {
       g.values = HugePageBuffer(static_cast<size_t>(PackedQ8ValueBytes(rows, kCols)));
       g.q8_scales =
@@ -64,6 +70,11 @@ WeightMatrix GetMatrix(DType dtype, int64_t rows) {
     g.rows = rows;
   }
   WeightMatrix m{.dtype = dtype, .rows = rows, .cols = kCols, .data = g.values.data()};
+  if (dtype == DType::kF8E4M3) {
+    m.block_scale = g.fp8_scales.data();
+    m.block_rows = 128;
+    m.block_cols = 128;
+  }
   if (dtype == DType::kI8) {
     m.q8_scales = reinterpret_cast<const uint16_t*>(g.q8_scales.data());
     m.q8_layout = Q8Layout::kPacked16;
@@ -140,6 +151,10 @@ BENCHMARK_CAPTURE(BM_MatMul, avx2_f16packed, Isa::kAvx2, DType::kF16, Layout16::
     ->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx512_f16packed, Isa::kAvx512, DType::kF16, Layout16::kPacked16)
     ->Apply(Shapes);
+// FP8 E4M3 with 128 x 128 block scales (DeepSeek-V3's release format): widened through F16C and
+// scaled in registers (up to 8 tokens), or per block of rows.
+BENCHMARK_CAPTURE(BM_MatMul, avx2_fp8, Isa::kAvx2, DType::kF8E4M3)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_MatMul, avx512_fp8, Isa::kAvx512, DType::kF8E4M3)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, scalar_q8, Isa::kScalar, DType::kI8)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx2_q8, Isa::kAvx2, DType::kI8)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx512_q8, Isa::kAvx512, DType::kI8)->Apply(Shapes);

@@ -1,6 +1,7 @@
 // The tensor list of every supported architecture and its binding to a safetensors archive.
 #include "model/weights.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "core/error.h"
@@ -244,6 +245,16 @@ void LoadWeights(const ModelConfig& config, const SafetensorsArchive& archive,
       auto scales = std::make_unique<uint8_t[]>(s->n_bytes);
       std::memcpy(scales.get(), s->data, s->n_bytes);
       m.block_scale = reinterpret_cast<const float*>(scales.get());
+      // The SIMD kernels multiply value / 256 by scale * 256 (exact up to this bound).
+      for (int64_t i = 0; i < expected[0] * expected[1]; ++i) {
+        const float scale = m.block_scale[i];
+        if (!(std::fabs(scale) <= 0x1p100f)) {
+          throw Error(s->file + ": tensor '" + scale_name + "' holds " + std::to_string(scale) +
+                      " at [" + std::to_string(i / expected[1]) + ", " +
+                      std::to_string(i % expected[1]) +
+                      "]; FP8 block scales must be finite and at most 2^100 in magnitude");
+        }
+      }
       weights.owned.push_back(std::move(scales));
       m.block_rows = static_cast<int>(br);
       m.block_cols = static_cast<int>(bc);

@@ -80,6 +80,64 @@ TEST_P(SimdTest, MatMulMatchesScalarForEveryDtypeAndBatchSize) {
   }
 }
 
+// FP8 E4M3 weights are widened exactly: every byte value, times block scales from subnormal to
+// 2^100, read through a one-hot x gives bitwise F8E4M3ToF32(byte) * scale, in registers (one
+// token) and through converted rows (13 tokens); a NaN byte (0x7f, 0xff) makes its row's
+// products NaN.
+TEST_P(SimdTest, Fp8WeightsWidenBitwiseForEveryByteAndScale) {
+  const int64_t rows = 4;
+  const int64_t cols = 256;  // each row holds every byte but the two NaNs (rotated per row)
+  std::vector<uint8_t> w(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const auto byte = static_cast<uint8_t>(c + 37 * r);
+      w[static_cast<size_t>(r * cols + c)] = (byte & 0x7f) == 0x7f ? byte - 1 : byte;
+    }
+  }
+  // Blocks of 2 rows x 64 columns: [2, 4] scales.
+  const std::vector<float> scales = {1.0f,     0.0123f, -3.5f, 1e-40f,
+                                     0x1p100f, 2.0e-3f, 7.0f,  0x1p-120f};
+  const WeightMatrix m{.dtype = DType::kF8E4M3,
+                       .rows = rows,
+                       .cols = cols,
+                       .data = w.data(),
+                       .block_scale = scales.data(),
+                       .block_rows = 2,
+                       .block_cols = 64};
+  for (const int64_t n_tokens : {1, 13}) {
+    std::vector<float> x(static_cast<size_t>(n_tokens * cols));
+    std::vector<float> y(static_cast<size_t>(n_tokens * rows));
+    for (int64_t c0 = 0; c0 < cols; c0 += n_tokens) {
+      std::fill(x.begin(), x.end(), 0.0f);
+      for (int64_t t = 0; t < n_tokens && c0 + t < cols; ++t)
+        x[static_cast<size_t>(t * cols + c0 + t)] = 1.0f;
+      simd().matmul_rows(m, 0, rows, x.data(), n_tokens, y.data(), rows);
+      for (int64_t t = 0; t < n_tokens && c0 + t < cols; ++t) {
+        const int64_t c = c0 + t;
+        for (int64_t r = 0; r < rows; ++r) {
+          const uint8_t byte = w[static_cast<size_t>(r * cols + c)];
+          const float scale = scales[static_cast<size_t>(r / 2 * 4 + c / 64)];
+          // Other columns add +-0 products: an exact -0 weight may come out +0, hence ==.
+          EXPECT_EQ(y[static_cast<size_t>(t * rows + r)], F8E4M3ToF32(byte) * scale)
+              << "byte " << int{byte} << " row " << r << " tokens " << n_tokens;
+        }
+      }
+    }
+  }
+  for (const uint8_t nan : {uint8_t{0x7f}, uint8_t{0xff}}) {
+    w[5] = nan;  // row 0
+    for (const int64_t n_tokens : {1, 13}) {
+      const std::vector<float> x(static_cast<size_t>(n_tokens * cols), 0.5f);
+      std::vector<float> y(static_cast<size_t>(n_tokens * rows));
+      simd().matmul_rows(m, 0, rows, x.data(), n_tokens, y.data(), rows);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        EXPECT_TRUE(std::isnan(y[static_cast<size_t>(t * rows)])) << int{nan} << " " << n_tokens;
+        EXPECT_FALSE(std::isnan(y[static_cast<size_t>(t * rows + 1)]));
+      }
+    }
+  }
+}
+
 // bf16 row-major weights with x in pair form (AVX2): close to the scalar product, and each token
 // alone, in odd row ranges, bitwise equal to the batched result on both sides of the
 // fused-conversion threshold (8 tokens: 13 converts the rows, 1 widens them in registers).

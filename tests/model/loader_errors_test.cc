@@ -1,6 +1,8 @@
 // Bad checkpoints give one clear error naming the file and tensor; never a crash.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -135,6 +137,25 @@ TEST(LoaderErrorsTest, Fp8WithoutScalesNamesTheScaleTensor) {
   });
   EXPECT_EQ(LoadError(dir),
             dir + ": tensor 'model.layers.0.self_attn.q_a_proj.weight_scale_inv' is missing");
+}
+
+TEST(LoaderErrorsTest, Fp8ScaleThatIsNotFiniteNamesTensorAndBlock) {
+  const std::string src = testing::MakeTestModel("tiny-v3", DType::kF8E4M3);
+  const std::string dir = ::testing::TempDir() + "/broken_fp8_scale";
+  fs::remove_all(dir);
+  fs::copy(src, dir, fs::copy_options::recursive);
+  const std::string name = "model.layers.1.mlp.experts.2.up_proj.weight_scale_inv";
+  RewriteTensors(dir, [&](std::vector<TensorToWrite>& tensors) {
+    for (TensorToWrite& t : tensors) {
+      if (t.name != name) continue;
+      const float inf = INFINITY;
+      std::memcpy(t.data.data(), &inf, sizeof(inf));
+    }
+  });
+  const std::string error = LoadError(dir);
+  EXPECT_NE(error.find("model.safetensors: tensor '" + name + "' holds inf at [0, 0]"),
+            std::string::npos)
+      << error;
 }
 
 // A packed Q8 copy of tiny-v2-lite, as `mlarun quantize` writes it.

@@ -146,6 +146,19 @@ struct V {
   static F LoadF16(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
+  // 8 FP8 E4M3 (e4m3fn) bytes as float16 bit patterns of value / 256, widened exactly: the byte
+  // s eeee mmm in the high half of a 16-bit lane, shifted right arithmetically by one, is
+  // s s eeee mmm 0000000; clearing bit 14 leaves the float16 s 0eeee mmm0000000 (bias 15
+  // against 7: a factor 2^-8, subnormals included). 0x7f / 0xff (NaN) get exponent 11111.
+  static F LoadF8Div256(const uint8_t* p) {
+    const __m128i high = _mm_unpacklo_epi8(_mm_setzero_si128(),
+                                           _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    const __m128i half =
+        _mm_and_si128(_mm_srai_epi16(high, 1), _mm_set1_epi16(static_cast<int16_t>(0xbfff)));
+    const __m128i nan =
+        _mm_cmpeq_epi16(_mm_and_si128(high, _mm_set1_epi16(0x7f00)), _mm_set1_epi16(0x7f00));
+    return _mm256_cvtph_ps(_mm_or_si128(half, _mm_and_si128(nan, _mm_set1_epi16(0x7e00))));
+  }
 };
 
 }  // namespace mlarun::avx2

@@ -11,6 +11,7 @@
 // Include only from a translation unit compiled for the matching target.
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -37,9 +38,26 @@ struct F16Weight {
   uint16_t bits;
 };
 
+// A row of FP8 E4M3 weights (kF8E4M3) with its block scales, used like a pointer: row + c is
+// the cursor at column c. Weight c is F8E4M3ToF32(values[c]) * the scale of its column block;
+// scales256[c >> block_shift] holds that scale times 256, since V::LoadF8Div256 gives value / 256
+// (a float16, widened exactly): the product is the scalar's value * scale, rounded once.
+// Vectors start at multiples of kW within one block (block columns a power of two >= kW).
+struct F8Cursor {
+  const uint8_t* values;
+  const float* scale256;
+};
+struct F8Row {
+  const uint8_t* values;
+  const float* scales256;
+  int block_shift;
+  F8Cursor operator+(int64_t c) const { return {values + c, scales256 + (c >> block_shift)}; }
+};
+
 inline F LoadW(const float* p) { return V::Load(p); }
 inline F LoadW(const uint16_t* p) { return V::LoadBf16(p); }
 inline F LoadW(const F16Weight* p) { return V::LoadF16(&p->bits); }
+inline F LoadW(F8Cursor p) { return V::Mul(V::LoadF8Div256(p.values), V::Set1(*p.scale256)); }
 inline F LoadWTail(const float* p, int n) { return V::LoadTail(p, n); }
 inline F LoadWTail(const uint16_t* p, int n) { return V::LoadBf16Tail(p, n); }
 inline F LoadWTail(const F16Weight* p, int n) {
@@ -47,19 +65,26 @@ inline F LoadWTail(const F16Weight* p, int n) {
   for (int i = 0; i < n; ++i) tmp[i] = p[i].bits;
   return V::LoadF16(tmp);
 }
+// Lanes past n are +0, as LoadTail's of a converted row (not 0 * a negative scale).
+inline F LoadWTail(F8Cursor p, int n) {
+  alignas(64) float tmp[kW] = {};
+  for (int i = 0; i < n; ++i) tmp[i] = F8E4M3ToF32(p.values[i]) * (*p.scale256 / 256.0f);
+  return V::Load(tmp);
+}
 
-// y[t * ldy + r] = rows[r] . x[t] for r < MR, t < NT. kPairX (bf16 rows): x is in pair form
+// y[t * ldy + r] = rows[r] . x[t] for r < MR, t < NT; Row is a pointer to the row's weights
+// (float, bf16 as uint16_t, F16Weight) or an F8Row. kPairX (bf16 rows): x is in pair form
 // (Bf16PairForm) and each step of 2 kW columns widens a row with LoadBf16Pairs, one integer op per
 // kW values instead of two: the FMAs of lane l take columns 2l, then 2l + 1, as a float tile
 // over rows converted in pair order (Bf16ToF32PairOrder) does with the same x.
-template <int MR, int NT, typename WT, bool kPairX = false>
-inline void Tile(const WT* const* rows, const float* x, int64_t ldx, int64_t cols, float* y,
+template <int MR, int NT, typename Row, bool kPairX = false>
+inline void Tile(const Row* rows, const float* x, int64_t ldx, int64_t cols, float* y,
                  int64_t ldy) {
   F acc[MR][NT];  // constant indices only (unrolled.h), so that acc stays in registers
   Unrolled<MR>([&](auto r) { Unrolled<NT>([&](auto t) { acc[r][t] = V::Zero(); }); });
   int64_t c = 0;
   if constexpr (kPairX) {
-    static_assert(std::is_same_v<WT, uint16_t>);
+    static_assert(std::is_same_v<Row, const uint16_t*>);
     for (; c + kPairStep <= cols; c += kPairStep) {
       F x_even[NT];
       F x_odd[NT];
@@ -106,21 +131,21 @@ inline void Tile(const WT* const* rows, const float* x, int64_t ldx, int64_t col
 }
 
 // NT tokens against all `n_rows` rows, in row tiles of V::kMatRows.
-template <int NT, bool kPairX, typename WT>
-inline void TokenTile(const WT* const* rows, int64_t n_rows, const float* x, int64_t cols, float* y,
+template <int NT, bool kPairX, typename Row>
+inline void TokenTile(const Row* rows, int64_t n_rows, const float* x, int64_t cols, float* y,
                       int64_t ldy) {
   int64_t r = 0;
   for (; r + V::kMatRows <= n_rows; r += V::kMatRows)
-    Tile<V::kMatRows, NT, WT, kPairX>(rows + r, x, cols, cols, y + r, ldy);
-  for (; r < n_rows; ++r) Tile<1, NT, WT, kPairX>(rows + r, x, cols, cols, y + r, ldy);
+    Tile<V::kMatRows, NT, Row, kPairX>(rows + r, x, cols, cols, y + r, ldy);
+  for (; r < n_rows; ++r) Tile<1, NT, Row, kPairX>(rows + r, x, cols, cols, y + r, ldy);
 }
 
 // All tokens against `n_rows` rows. Token tiles (of up to V::kMatTokens) are the outer loop, so a
 // tile of activations stays in L1 while the rows (already in L2) stream past it; x is read once
 // per call.
-template <bool kPairX = false, typename WT>
-void RowsOfType(const WT* const* rows, int64_t n_rows, const float* x, int64_t n_tokens,
-                int64_t cols, float* y, int64_t ldy) {
+template <bool kPairX = false, typename Row>
+void RowsOfType(const Row* rows, int64_t n_rows, const float* x, int64_t n_tokens, int64_t cols,
+                float* y, int64_t ldy) {
   ForEachTokenTile<V::kMatTokens>(n_tokens, [&](auto nt, int64_t t) {
     TokenTile<decltype(nt)::value, kPairX>(rows, n_rows, x + t * cols, cols, y + t * ldy, ldy);
   });
@@ -165,6 +190,42 @@ namespace mlarun::SIMD_NAMESPACE {
 constexpr int64_t kDecodeRows = 64;
 constexpr int64_t kFusedMaxTokens = 8;
 
+// Whether FP8 rows can be read as F8Rows: every vector within one block of scales.
+inline bool F8RowsFit(const WeightMatrix& w) {
+  return std::has_single_bit(static_cast<unsigned>(w.block_cols)) && w.block_cols % kW == 0;
+}
+
+// Rows [r0, r0 + n) of FP8 weights as F8Rows; `scales256` holds their row blocks' scales * 256.
+inline void F8Rows(const WeightMatrix& w, int64_t r0, int64_t n, std::vector<float>& scales256,
+                   F8Row* rows) {
+  const int64_t col_blocks = (w.cols + w.block_cols - 1) / w.block_cols;
+  const int64_t rb0 = r0 / w.block_rows;
+  const int64_t rb1 = (r0 + n - 1) / w.block_rows;
+  scales256.resize(static_cast<size_t>((rb1 - rb0 + 1) * col_blocks));
+  for (int64_t i = 0; i < (rb1 - rb0 + 1) * col_blocks; ++i)
+    scales256[static_cast<size_t>(i)] = w.block_scale[rb0 * col_blocks + i] * 256.0f;
+  const int shift = std::countr_zero(static_cast<unsigned>(w.block_cols));
+  for (int64_t r = 0; r < n; ++r) {
+    rows[r] = {static_cast<const uint8_t*>(w.data) + (r0 + r) * w.cols,
+               scales256.data() + ((r0 + r) / w.block_rows - rb0) * col_blocks, shift};
+  }
+}
+
+// Row r of FP8 weights as float32, bitwise WeightMatrix::DecodeRow (vectors as F8Row gives them).
+void F8ToF32Row(const WeightMatrix& w, int64_t r, float* out) {
+  const auto* src = static_cast<const uint8_t*>(w.data) + r * w.cols;
+  const float* scales =
+      w.block_scale + (r / w.block_rows) * ((w.cols + w.block_cols - 1) / w.block_cols);
+  for (int64_t b0 = 0; b0 < w.cols; b0 += w.block_cols) {
+    const float scale = scales[b0 / w.block_cols];
+    const F scale256 = V::Set1(scale * 256.0f);
+    const int64_t end = std::min(w.cols, b0 + w.block_cols);
+    int64_t c = b0;
+    for (; c + kW <= end; c += kW) V::Store(out + c, V::Mul(V::LoadF8Div256(src + c), scale256));
+    for (; c < end; ++c) out[c] = F8E4M3ToF32(src[c]) * scale;
+  }
+}
+
 // kPairX (KernelTable::matmul_rows_pair_x, bf16 row-major weights only): x is in pair form; up
 // to kFusedMaxTokens tokens widen the rows in registers (Tile with kPairX), more convert each
 // block of rows once, in pair order, into float32; both give each output the same FMA sequence.
@@ -184,7 +245,9 @@ void MatMulRowsWith(const WeightMatrix& w, int64_t row_begin, int64_t row_end, c
   }
   const bool bf16_row_major = w.dtype == DType::kBF16 && w.layout16 == Layout16::kRowMajor;
   const bool fused = n_tokens <= kFusedMaxTokens;
-  if (w.dtype == DType::kF32 || ((bf16_row_major || w.dtype == DType::kF16) && fused)) {
+  const bool fp8_fused = w.dtype == DType::kF8E4M3 && F8RowsFit(w) && fused;
+  if (w.dtype == DType::kF32 || ((bf16_row_major || w.dtype == DType::kF16) && fused) ||
+      fp8_fused) {
     for (int64_t r0 = row_begin; r0 < row_end; r0 += kDecodeRows) {
       const int64_t n = std::min(kDecodeRows, row_end - r0);
       if (w.dtype == DType::kF32) {
@@ -199,6 +262,12 @@ void MatMulRowsWith(const WeightMatrix& w, int64_t row_begin, int64_t row_end, c
         const F16Weight* rows[kDecodeRows];
         for (int64_t r = 0; r < n; ++r)
           rows[r] = static_cast<const F16Weight*>(w.data) + (r0 + r) * cols;
+        RowsOfType(rows, n, x, n_tokens, cols, y + (r0 - row_begin), ldy);
+      } else if (w.dtype == DType::kF8E4M3) {
+        // Widened and scaled in registers: the values F8ToF32Row gives the converted path.
+        thread_local std::vector<float> scales256;
+        F8Row rows[kDecodeRows];
+        F8Rows(w, r0, n, scales256, rows);
         RowsOfType(rows, n, x, n_tokens, cols, y + (r0 - row_begin), ldy);
       } else {
         const uint16_t* rows[kDecodeRows];
@@ -225,6 +294,8 @@ void MatMulRowsWith(const WeightMatrix& w, int64_t row_begin, int64_t row_end, c
         }
       } else if (w.dtype == DType::kF16) {
         F16ToF32Row(static_cast<const uint16_t*>(w.data) + (r0 + r) * cols, dst, cols);
+      } else if (w.dtype == DType::kF8E4M3) {
+        F8ToF32Row(w, r0 + r, dst);
       } else {
         w.DecodeRow(r0 + r, dst);
       }
