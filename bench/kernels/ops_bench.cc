@@ -1,0 +1,168 @@
+// Row-wise kernel microbenchmarks at the bench model's sizes (DeepSeek-V2-Lite: hidden 2,048,
+// 16 heads with a 64-wide RoPE part, 64 routed experts, SwiGLU width 1,408): RMSNorm, RoPE,
+// softmax, top-k and the portable SwiGLU (ops.h, one implementation for every CPU), the kernel
+// table's SwiGLU, softmax tile steps and activation quantisation per ISA. Each reports GB/s of
+// values read and written, to set beside the matmuls' (BM_MatMul) and show what these cost per
+// decoded token.
+//   build/bin/kernels_bench --benchmark_filter='BM_(RmsNorm|Rope|Softmax|TopK|Silu|Quantize)'
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "core/rng.h"
+#include "kernels/kernel_table.h"
+#include "kernels/ops.h"
+#include "kernels/quant.h"
+
+namespace mlarun {
+namespace {
+
+std::vector<float> Random(size_t n, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> v(n);
+  for (float& x : v) x = rng.NextSymmetric();
+  return v;
+}
+
+void SetBytes(benchmark::State& state, double bytes_per_iteration) {
+  state.counters["GB/s"] =
+      benchmark::Counter(bytes_per_iteration * static_cast<double>(state.iterations()) / 1e9,
+                         benchmark::Counter::kIsRate);
+}
+
+// One token's RMSNorm over `n` values: x and the weight read, the output written.
+void BM_RmsNorm(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const std::vector<float> x = Random(static_cast<size_t>(n), 1);
+  const std::vector<float> w = Random(static_cast<size_t>(n), 2);
+  std::vector<float> out(static_cast<size_t>(n));
+  for (auto _ : state) {
+    RmsNorm(x.data(), w.data(), n, 1e-6f, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  SetBytes(state, 3.0 * 4.0 * static_cast<double>(n));
+}
+BENCHMARK(BM_RmsNorm)->Arg(512)->Arg(2048);
+
+// RoPE of one token's 16 heads x 64 rotary values (interleaved pairs), in place.
+void BM_Rope(benchmark::State& state) {
+  constexpr int kHeads = 16;
+  constexpr int kPairs = 32;
+  std::vector<float> q = Random(kHeads * 2 * kPairs, 3);
+  const std::vector<float> cos = Random(kPairs, 4);
+  const std::vector<float> sin = Random(kPairs, 5);
+  for (auto _ : state) {
+    for (int h = 0; h < kHeads; ++h) {
+      ApplyRope(q.data() + h * 2 * kPairs, cos.data(), sin.data(), kPairs,
+                RopeLayout::kInterleaved);
+    }
+    benchmark::DoNotOptimize(q.data());
+  }
+  SetBytes(state, 2.0 * 4.0 * kHeads * 2 * kPairs);
+}
+BENCHMARK(BM_Rope);
+
+// The router's softmax and top-k over `n` expert scores (top 6).
+void BM_SoftmaxTopK(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const std::vector<float> scores = Random(static_cast<size_t>(n), 6);
+  std::vector<float> x(scores.size());
+  int top[6];
+  for (auto _ : state) {
+    x = scores;
+    Softmax(x.data(), n);
+    TopK(x, 6, top);
+    benchmark::DoNotOptimize(top);
+  }
+  SetBytes(state, 3.0 * 4.0 * static_cast<double>(n));
+}
+BENCHMARK(BM_SoftmaxTopK)->Arg(64)->Arg(256);
+
+// SwiGLU of `n` values: gate and up read, gate written. Portable SiluMul, then the table's.
+void BM_SiluMulPortable(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const std::vector<float> gate0 = Random(static_cast<size_t>(n), 7);
+  const std::vector<float> up = Random(static_cast<size_t>(n), 8);
+  std::vector<float> gate = gate0;
+  for (auto _ : state) {
+    SiluMul(gate.data(), up.data(), n);
+    benchmark::DoNotOptimize(gate.data());
+    state.PauseTiming();
+    gate = gate0;
+    state.ResumeTiming();
+  }
+  SetBytes(state, 3.0 * 4.0 * static_cast<double>(n));
+}
+BENCHMARK(BM_SiluMulPortable)->Arg(1408);
+
+void BM_SiluMul(benchmark::State& state, Isa isa) {
+  if (!IsaSupported(isa)) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  const KernelTable& k = GetKernelTable(isa);
+  const int64_t n = state.range(0);
+  // 8 MoE experts' worth of SwiGLU per call; values stay in [-1, 1] by reusing the inputs.
+  const std::vector<float> gate0 = Random(static_cast<size_t>(n), 7);
+  const std::vector<float> up = Random(static_cast<size_t>(n), 8);
+  std::vector<float> gate = gate0;
+  for (auto _ : state) {
+    k.silu_mul(gate.data(), up.data(), n);
+    benchmark::DoNotOptimize(gate.data());
+    state.PauseTiming();
+    gate = gate0;
+    state.ResumeTiming();
+  }
+  SetBytes(state, 3.0 * 4.0 * static_cast<double>(n));
+}
+BENCHMARK_CAPTURE(BM_SiluMul, scalar, Isa::kScalar)->Arg(8 * 1408);
+BENCHMARK_CAPTURE(BM_SiluMul, avx2, Isa::kAvx2)->Arg(8 * 1408);
+BENCHMARK_CAPTURE(BM_SiluMul, avx512, Isa::kAvx512)->Arg(8 * 1408);
+
+// One online-softmax tile row of the attention core: scale, bias and max, then exp and sum.
+void BM_SoftmaxTile(benchmark::State& state, Isa isa) {
+  if (!IsaSupported(isa)) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  const KernelTable& k = GetKernelTable(isa);
+  const int64_t n = state.range(0);
+  const std::vector<float> s0 = Random(static_cast<size_t>(n), 9);
+  const std::vector<float> bias(static_cast<size_t>(n), 0.0f);
+  std::vector<float> s = s0;
+  for (auto _ : state) {
+    std::copy(s0.begin(), s0.end(), s.begin());
+    const float max_value = k.scale_bias_max(s.data(), 0.1f, bias.data(), n);
+    benchmark::DoNotOptimize(k.exp_shift_sum(s.data(), max_value, n));
+  }
+  SetBytes(state, 5.0 * 4.0 * static_cast<double>(n));
+}
+BENCHMARK_CAPTURE(BM_SoftmaxTile, scalar, Isa::kScalar)->Arg(256);
+BENCHMARK_CAPTURE(BM_SoftmaxTile, avx2, Isa::kAvx2)->Arg(256);
+BENCHMARK_CAPTURE(BM_SoftmaxTile, avx512, Isa::kAvx512)->Arg(256);
+
+// Q8 quantisation of one activation row (blocks of 32: scale and sum per block), as every int8
+// product of a decode step starts.
+void BM_QuantizeRowQ8(benchmark::State& state, Isa isa) {
+  if (!IsaSupported(isa)) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  const KernelTable& k = GetKernelTable(isa);
+  const int64_t n = state.range(0);
+  const std::vector<float> x = Random(static_cast<size_t>(n), 10);
+  std::vector<int8_t> q(static_cast<size_t>(Q8PaddedCols(n)));
+  std::vector<float> scales(static_cast<size_t>(Q8PaddedCols(n) / kQ8Block));
+  std::vector<int32_t> sums(scales.size());
+  for (auto _ : state) {
+    k.quantize_row_q8(x.data(), n, q.data(), scales.data(), sums.data());
+    benchmark::DoNotOptimize(q.data());
+  }
+  SetBytes(state, 5.0 * static_cast<double>(n));
+}
+BENCHMARK_CAPTURE(BM_QuantizeRowQ8, scalar, Isa::kScalar)->Arg(2048);
+BENCHMARK_CAPTURE(BM_QuantizeRowQ8, avx2, Isa::kAvx2)->Arg(2048);
+BENCHMARK_CAPTURE(BM_QuantizeRowQ8, avx512, Isa::kAvx512)->Arg(2048);
+
+}  // namespace
+}  // namespace mlarun
