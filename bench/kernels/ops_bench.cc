@@ -46,19 +46,20 @@ BENCHMARK(BM_RmsNorm)->Arg(512)->Arg(2048);
 
 // RoPE of one token's 16 heads x 64 rotary values (interleaved pairs), in place.
 void BM_Rope(benchmark::State& state) {
-  constexpr int kHeads = 16;
+  constexpr int64_t kHeads = 16;
   constexpr int kPairs = 32;
-  std::vector<float> q = Random(kHeads * 2 * kPairs, 3);
+  constexpr int64_t kHeadValues = int64_t{2} * kPairs;
+  std::vector<float> q = Random(kHeads * kHeadValues, 3);
   const std::vector<float> cos = Random(kPairs, 4);
   const std::vector<float> sin = Random(kPairs, 5);
   for (auto _ : state) {
-    for (int h = 0; h < kHeads; ++h) {
-      ApplyRope(q.data() + h * 2 * kPairs, cos.data(), sin.data(), kPairs,
+    for (int64_t h = 0; h < kHeads; ++h) {
+      ApplyRope(q.data() + h * kHeadValues, cos.data(), sin.data(), kPairs,
                 RopeLayout::kInterleaved);
     }
     benchmark::DoNotOptimize(q.data());
   }
-  SetBytes(state, 2.0 * 4.0 * kHeads * 2 * kPairs);
+  SetBytes(state, 2.0 * 4.0 * static_cast<double>(kHeads * kHeadValues));
 }
 BENCHMARK(BM_Rope);
 
@@ -115,9 +116,9 @@ void BM_SiluMul(benchmark::State& state, Isa isa) {
   }
   SetBytes(state, 3.0 * 4.0 * static_cast<double>(n));
 }
-BENCHMARK_CAPTURE(BM_SiluMul, scalar, Isa::kScalar)->Arg(8 * 1408);
-BENCHMARK_CAPTURE(BM_SiluMul, avx2, Isa::kAvx2)->Arg(8 * 1408);
-BENCHMARK_CAPTURE(BM_SiluMul, avx512, Isa::kAvx512)->Arg(8 * 1408);
+BENCHMARK_CAPTURE(BM_SiluMul, scalar, Isa::kScalar)->Arg(int64_t{8} * 1408);
+BENCHMARK_CAPTURE(BM_SiluMul, avx2, Isa::kAvx2)->Arg(int64_t{8} * 1408);
+BENCHMARK_CAPTURE(BM_SiluMul, avx512, Isa::kAvx512)->Arg(int64_t{8} * 1408);
 
 // One online-softmax tile row of the attention core: scale, bias and max, then exp and sum.
 void BM_SoftmaxTile(benchmark::State& state, Isa isa) {
