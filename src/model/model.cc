@@ -240,21 +240,22 @@ void Model::Forward(Exec& exec, KvCache& cache, std::span<const BatchToken> batc
                            .sin = sin.data(),
                            .rope = rope_,
                            .attention_scale = attention_scale_};
-    for (int64_t t = 0; t < n; ++t) {
+    ForEachRow(exec, n, [&](int64_t t) {
       RmsNorm(x.data() + t * hidden, lw.input_layernorm.data(), hidden, c.rms_norm_eps,
               normed.data() + t * hidden);
-    }
+    });
     if (c.family == ArchFamily::kDeepseek) {
       MlaAttention(ctx, lw.mla, normed.data(), branch.data());
     } else {
       GqaAttention(ctx, lw.gqa, normed.data(), branch.data());
     }
-    for (int64_t i = 0; i < n * hidden; ++i)
-      x[static_cast<size_t>(i)] += branch[static_cast<size_t>(i)];
-    for (int64_t t = 0; t < n; ++t) {
-      RmsNorm(x.data() + t * hidden, lw.post_attention_layernorm.data(), hidden, c.rms_norm_eps,
+    ForEachRow(exec, n, [&](int64_t t) {
+      float* row = x.data() + t * hidden;
+      const float* add = branch.data() + t * hidden;
+      for (int64_t i = 0; i < hidden; ++i) row[i] += add[i];
+      RmsNorm(row, lw.post_attention_layernorm.data(), hidden, c.rms_norm_eps,
               normed.data() + t * hidden);
-    }
+    });
     if (c.family == ArchFamily::kDeepseek && c.IsMoeLayer(layer)) {
       std::vector<int64_t>* counts = nullptr;
       if (options.expert_stats != nullptr) {
@@ -265,8 +266,11 @@ void Model::Forward(Exec& exec, KvCache& cache, std::span<const BatchToken> batc
     } else {
       DenseMlp(ctx, lw.mlp, normed.data(), branch.data());
     }
-    for (int64_t i = 0; i < n * hidden; ++i)
-      x[static_cast<size_t>(i)] += branch[static_cast<size_t>(i)];
+    ForEachRow(exec, n, [&](int64_t t) {
+      float* row = x.data() + t * hidden;
+      const float* add = branch.data() + t * hidden;
+      for (int64_t i = 0; i < hidden; ++i) row[i] += add[i];
+    });
   }
   for (const SequenceSlice& slice : sequences) {
     cache.Commit(slice.seq, static_cast<int64_t>(slice.token_indices.size()));

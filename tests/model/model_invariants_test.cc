@@ -111,6 +111,10 @@ TEST_P(ModelInvariantTest, PagedEqualsContiguousAndThreadsDoNotMatter) {
   const auto paged_threads = RunLogits(*model, ids, {.chunk = 3, .block_size = 4, .threads = 3});
   EXPECT_EQ(contiguous, paged);
   EXPECT_EQ(paged, paged_threads);
+  // Whole prefill chunks: the row-wise work (norms, RoPE, routing, MoE gathers and sums) is split
+  // over the threads from kParallelRowsMin tokens on, each row by one thread.
+  EXPECT_EQ(RunLogits(*model, ids, {.chunk = 15, .threads = 1}),
+            RunLogits(*model, ids, {.chunk = 15, .threads = 3}));
 }
 
 TEST_P(ModelInvariantTest, WindowCoveringTheSequenceEqualsFull) {

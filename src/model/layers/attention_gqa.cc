@@ -45,7 +45,7 @@ void GqaAttention(const LayerContext& ctx, const GqaWeights& w, const float* x, 
   ProjectWithBias(ctx.exec, w.k_proj, w.k_bias, x, n, k.data());
   ProjectWithBias(ctx.exec, w.v_proj, w.v_bias, x, n, v.data());
   const std::span<float> rows = ctx.scratch.Alloc<float>(static_cast<size_t>(n * 2 * kv_width));
-  for (int64_t t = 0; t < n; ++t) {
+  ForEachRow(ctx.exec, n, [&](int64_t t) {
     const float* cos = ctx.cos + t * pairs;
     const float* sin = ctx.sin + t * pairs;
     for (int h = 0; h < n_head; ++h)
@@ -54,7 +54,7 @@ void GqaAttention(const LayerContext& ctx, const GqaWeights& w, const float* x, 
     std::copy_n(k.data() + t * kv_width, kv_width, row);
     std::copy_n(v.data() + t * kv_width, kv_width, row + kv_width);
     for (int h = 0; h < n_head_kv; ++h) ApplyRope(row + h * hd, cos, sin, pairs, ctx.rope.layout);
-  }
+  });
   WriteCacheRows(ctx, rows.data());
 
   const AttentionSpec spec{.n_head_q = n_head,

@@ -37,22 +37,22 @@ void ComputeQuery(const LayerContext& ctx, const MlaWeights& w, const float* x, 
     const ScratchArena::Frame frame(ctx.scratch);
     const std::span<float> c_q = ctx.scratch.Alloc<float>(static_cast<size_t>(n * c.q_lora_rank));
     MatMul(ctx.exec, w.q_a_proj, x, n, c_q.data());
-    for (int64_t t = 0; t < n; ++t) {
+    ForEachRow(ctx.exec, n, [&](int64_t t) {
       float* row = c_q.data() + t * c.q_lora_rank;
       RmsNorm(row, w.q_a_layernorm.data(), c.q_lora_rank, kLoraNormEps, row);
-    }
+    });
     MatMul(ctx.exec, w.q_b_proj, c_q.data(), n, q);
   } else {
     MatMul(ctx.exec, w.q_proj, x, n, q);
   }
   const int qk = c.QkHeadDim();
   const int pairs = ctx.rope.n_pairs();
-  for (int64_t t = 0; t < n; ++t) {
+  ForEachRow(ctx.exec, n, [&](int64_t t) {
     for (int h = 0; h < c.num_attention_heads; ++h) {
       ApplyRope(q + (t * c.num_attention_heads + h) * qk + c.qk_nope_head_dim, ctx.cos + t * pairs,
                 ctx.sin + t * pairs, pairs, ctx.rope.layout);
     }
-  }
+  });
 }
 
 // Computes the cache rows [n_tokens, kv_lora_rank + rope] = [RMSNorm(c_kv) ; RoPE(k_pe)].
@@ -61,12 +61,12 @@ void ComputeLatentRows(const LayerContext& ctx, const MlaWeights& w, const float
   const int width = c.kv_lora_rank + c.qk_rope_head_dim;
   MatMul(ctx.exec, w.kv_a_proj_with_mqa, x, ctx.n_tokens(), rows);
   const int pairs = ctx.rope.n_pairs();
-  for (int64_t t = 0; t < ctx.n_tokens(); ++t) {
+  ForEachRow(ctx.exec, ctx.n_tokens(), [&](int64_t t) {
     float* row = rows + t * width;
     RmsNorm(row, w.kv_a_layernorm.data(), c.kv_lora_rank, kLoraNormEps, row);
     ApplyRope(row + c.kv_lora_rank, ctx.cos + t * pairs, ctx.sin + t * pairs, pairs,
               ctx.rope.layout);
-  }
+  });
 }
 
 // Absorbed path for the tokens `indices`: writes their rows of o [n_tokens, n_head_q, v].

@@ -60,4 +60,21 @@ void MoeFeedForward(const LayerContext& ctx, const MoeWeights& w, const float* x
 // layer's compressed summaries up to date.
 void WriteCacheRows(const LayerContext& ctx, const float* rows);
 
+// Calls fn(t) for every t in [0, n), one row's work (a token's norms, RoPE, residual adds and
+// routing; MoE gathers and sums): split over the pool's threads from kParallelRowsMin rows on (a
+// prefill chunk, whose serial row work would leave the other threads waiting), on the calling
+// thread below (decode, where handing off costs more than the work). Each t is done entirely by
+// one thread, so results do not depend on the split.
+constexpr int64_t kParallelRowsMin = 8;
+template <typename Fn>
+void ForEachRow(Exec& exec, int64_t n, Fn&& fn) {
+  if (n < kParallelRowsMin || exec.pool.size() == 1) {
+    for (int64_t t = 0; t < n; ++t) fn(t);
+    return;
+  }
+  exec.pool.ParallelForRange(n, 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) fn(t);
+  });
+}
+
 }  // namespace mlarun

@@ -156,11 +156,11 @@ void MoeFeedForward(const LayerContext& ctx, const MoeWeights& w, const float* x
   MatMul(ctx.exec, w.gate, x, n, logits.data());
   std::vector<int> ids(static_cast<size_t>(n * k));
   std::vector<float> weights(static_cast<size_t>(n * k));
-  for (int64_t t = 0; t < n; ++t) {
+  ForEachRow(ctx.exec, n, [&](int64_t t) {
     SelectExperts(spec, std::span<const float>(logits.data() + t * spec.n_experts, spec.n_experts),
                   std::span<const float>(w.e_score_correction_bias.values), ids.data() + t * k,
                   weights.data() + t * k);
-  }
+  });
   // Tokens grouped by expert, so each expert's weights are read once for the whole batch. The
   // shared experts (one MLP) come last with weight 1 for every token.
   const bool has_shared = !w.shared.gate_proj.empty();
@@ -186,11 +186,12 @@ void MoeFeedForward(const LayerContext& ctx, const MoeWeights& w, const float* x
   // Experts in ascending id order, in batches of consecutive experts: each token's sum has a
   // fixed order, whatever the batch.
   std::vector<MlpRun> runs;
-  std::vector<size_t> run_expert;
+  std::vector<std::pair<int64_t, float>> source;  // per gathered row: (token, weight)
+  std::vector<int64_t> token_start(static_cast<size_t>(n + 1));
+  std::vector<int64_t> token_rows;
   size_t e = 0;
   while (e < routed.size()) {
     runs.clear();
-    run_expert.clear();
     int64_t rows = 0;
     // The batch: experts [e, next) holding at most kMaxRowsPerExpertBatch token rows (or one).
     size_t next = e;
@@ -200,33 +201,47 @@ void MoeFeedForward(const LayerContext& ctx, const MoeWeights& w, const float* x
       rows += m;
     }
     // The batch's gathered inputs and outputs [rows, hidden]; each batch reuses the same room.
+    // Row r holds token source[r] for expert run r's expert, rows in ascending expert order.
     const ScratchArena::Frame frame(ctx.scratch);
     const std::span<float> gathered = ctx.scratch.Alloc<float>(static_cast<size_t>(rows * hidden));
     const std::span<float> expert_out =
         ctx.scratch.Alloc<float>(static_cast<size_t>(rows * hidden));
-    int64_t row = 0;
+    source.clear();
     for (size_t i = e; i < next; ++i) {
       const auto& tokens = routed[i];
       if (tokens.empty()) continue;
-      for (size_t j = 0; j < tokens.size(); ++j) {
-        std::copy_n(x + tokens[j].first * hidden, hidden,
-                    gathered.data() + (row + static_cast<int64_t>(j)) * hidden);
-      }
+      const auto row = static_cast<int64_t>(source.size());
+      for (const auto& [token, weight] : tokens) source.push_back({token, weight});
       runs.push_back({.w = &weights_of(i),
                       .x = gathered.data() + row * hidden,
                       .n_tokens = static_cast<int64_t>(tokens.size()),
                       .out = expert_out.data() + row * hidden});
-      run_expert.push_back(i);
-      row += static_cast<int64_t>(tokens.size());
     }
+    ForEachRow(ctx.exec, rows, [&](int64_t r) {
+      std::copy_n(x + source[static_cast<size_t>(r)].first * hidden, hidden,
+                  gathered.data() + r * hidden);
+    });
     DenseMlps(ctx.exec, ctx.scratch, runs);
-    for (size_t r = 0; r < runs.size(); ++r) {
-      const auto& tokens = routed[run_expert[r]];
-      for (size_t j = 0; j < tokens.size(); ++j) {
-        Axpy(tokens[j].second, runs[r].out + static_cast<int64_t>(j) * hidden,
-             out + tokens[j].first * hidden, hidden);
-      }
+    // Each token adds its rows in row order, i.e. ascending expert (as over all batches): a
+    // fixed order of sums, whatever the split. token_rows lists them per token (CSR).
+    std::fill(token_start.begin(), token_start.end(), 0);
+    for (const auto& [token, weight] : source) ++token_start[static_cast<size_t>(token + 1)];
+    for (int64_t t = 0; t < n; ++t)
+      token_start[static_cast<size_t>(t + 1)] += token_start[static_cast<size_t>(t)];
+    token_rows.resize(source.size());
+    std::vector<int64_t> fill(token_start.begin(), token_start.end() - 1);
+    for (int64_t r = 0; r < rows; ++r) {
+      token_rows[static_cast<size_t>(
+          fill[static_cast<size_t>(source[static_cast<size_t>(r)].first)]++)] = r;
     }
+    ForEachRow(ctx.exec, n, [&](int64_t t) {
+      for (int64_t i = token_start[static_cast<size_t>(t)];
+           i < token_start[static_cast<size_t>(t + 1)]; ++i) {
+        const int64_t r = token_rows[static_cast<size_t>(i)];
+        Axpy(source[static_cast<size_t>(r)].second, expert_out.data() + r * hidden,
+             out + t * hidden, hidden);
+      }
+    });
     e = next;
   }
 }
