@@ -1,7 +1,7 @@
 // Row-wise kernel microbenchmarks at the bench model's sizes (DeepSeek-V2-Lite: hidden 2,048,
 // 16 heads with a 64-wide RoPE part, 64 routed experts, SwiGLU width 1,408): RMSNorm, RoPE,
-// softmax, top-k and the portable SwiGLU (ops.h, one implementation for every CPU), the kernel
-// table's SwiGLU, softmax tile steps and activation quantisation per ISA. Each reports GB/s of
+// softmax and top-k (ops.h, one implementation for every CPU), and per ISA the kernel table's
+// SwiGLU, softmax tile steps and activation quantisation. Each reports GB/s of
 // values read and written, to set beside the matmuls' (BM_MatMul) and show what these cost per
 // decoded token.
 //   build/bin/kernels_bench --benchmark_filter='BM_(RmsNorm|Rope|Softmax|TopK|Silu|Quantize)'
@@ -22,6 +22,13 @@ std::vector<float> Random(size_t n, uint64_t seed) {
   std::vector<float> v(n);
   for (float& x : v) x = rng.NextSymmetric();
   return v;
+}
+
+// The kernels of `isa`, or null once the benchmark is marked skipped on a CPU without it.
+const KernelTable* TableOrSkip(benchmark::State& state, Isa isa) {
+  if (IsaSupported(isa)) return &GetKernelTable(isa);
+  state.SkipWithError("ISA not supported on this CPU");
+  return nullptr;
 }
 
 void SetBytes(benchmark::State& state, double bytes_per_iteration) {
@@ -79,29 +86,11 @@ void BM_SoftmaxTopK(benchmark::State& state) {
 }
 BENCHMARK(BM_SoftmaxTopK)->Arg(64)->Arg(256);
 
-// SwiGLU of `n` values: gate and up read, gate written. Portable SiluMul, then the table's.
-void BM_SiluMulPortable(benchmark::State& state) {
-  const int64_t n = state.range(0);
-  const std::vector<float> gate0 = Random(static_cast<size_t>(n), 7);
-  const std::vector<float> up = Random(static_cast<size_t>(n), 8);
-  std::vector<float> gate = gate0;
-  for (auto _ : state) {
-    SiluMul(gate.data(), up.data(), n);
-    benchmark::DoNotOptimize(gate.data());
-    state.PauseTiming();
-    gate = gate0;
-    state.ResumeTiming();
-  }
-  SetBytes(state, 3.0 * 4.0 * static_cast<double>(n));
-}
-BENCHMARK(BM_SiluMulPortable)->Arg(1408);
-
+// SwiGLU of `n` values: gate and up read, gate written (the scalar table's is ops.h's SiluMul).
 void BM_SiluMul(benchmark::State& state, Isa isa) {
-  if (!IsaSupported(isa)) {
-    state.SkipWithError("ISA not supported on this CPU");
-    return;
-  }
-  const KernelTable& k = GetKernelTable(isa);
+  const KernelTable* table = TableOrSkip(state, isa);
+  if (table == nullptr) return;
+  const KernelTable& k = *table;
   const int64_t n = state.range(0);
   // 8 MoE experts' worth of SwiGLU per call; values stay in [-1, 1] by reusing the inputs.
   const std::vector<float> gate0 = Random(static_cast<size_t>(n), 7);
@@ -122,11 +111,9 @@ BENCHMARK_CAPTURE(BM_SiluMul, avx512, Isa::kAvx512)->Arg(int64_t{8} * 1408);
 
 // One online-softmax tile row of the attention core: scale, bias and max, then exp and sum.
 void BM_SoftmaxTile(benchmark::State& state, Isa isa) {
-  if (!IsaSupported(isa)) {
-    state.SkipWithError("ISA not supported on this CPU");
-    return;
-  }
-  const KernelTable& k = GetKernelTable(isa);
+  const KernelTable* table = TableOrSkip(state, isa);
+  if (table == nullptr) return;
+  const KernelTable& k = *table;
   const int64_t n = state.range(0);
   const std::vector<float> s0 = Random(static_cast<size_t>(n), 9);
   const std::vector<float> bias(static_cast<size_t>(n), 0.0f);
@@ -145,11 +132,9 @@ BENCHMARK_CAPTURE(BM_SoftmaxTile, avx512, Isa::kAvx512)->Arg(256);
 // Q8 quantisation of one activation row (blocks of 32: scale and sum per block), as every int8
 // product of a decode step starts.
 void BM_QuantizeRowQ8(benchmark::State& state, Isa isa) {
-  if (!IsaSupported(isa)) {
-    state.SkipWithError("ISA not supported on this CPU");
-    return;
-  }
-  const KernelTable& k = GetKernelTable(isa);
+  const KernelTable* table = TableOrSkip(state, isa);
+  if (table == nullptr) return;
+  const KernelTable& k = *table;
   const int64_t n = state.range(0);
   const std::vector<float> x = Random(static_cast<size_t>(n), 10);
   std::vector<int8_t> q(static_cast<size_t>(Q8PaddedCols(n)));

@@ -304,25 +304,36 @@ TEST(ModelTest, FastIsaBf16PrefillAttentionStaysCloseToF32) {
       rounded);
 }
 
-TEST(ModelTest, PackedBf16WeightsMatchRowMajor) {
-  // pack_16bit copies the bf16 matrices into 16-row groups of column pairs (packed_bf16.h): not the
-  // embedding table, which is read by row.
-  const std::string dir = testing::MakeTestModel("tiny-v3", DType::kBF16);
-  const auto row_major = Model::Load(dir);
-  const auto packed = Model::Load(dir, {.pack_16bit = true});
+// Loads `dir` with pack_16bit: its 16-bit matrices are copied into 16-row groups of column pairs
+// (packed_bf16.h), but not the embedding table, which is read by row.
+std::unique_ptr<Model> LoadPacked(const std::string& dir) {
+  auto packed = Model::Load(dir, {.pack_16bit = true});
   const LayerWeights& layer = packed->weights().layers[1];
   EXPECT_EQ(layer.mla.kv_b_proj.layout16, Layout16::kPacked16);
   EXPECT_EQ(layer.moe.experts[0].down_proj.layout16, Layout16::kPacked16);
   EXPECT_EQ(packed->weights().lm_head.layout16, Layout16::kPacked16);
   EXPECT_EQ(packed->weights().embed_tokens.layout16, Layout16::kRowMajor);
+  return packed;
+}
+
+// The exact tables read packed rows in float32 (decoded per row, or widened in registers where
+// packed_bf16_fastest): the row-major model's logits up to float32 rounding, and whatever the
+// thread count or the batch (whole prefill chunks of 8 against one token at a time).
+void ExpectPackedMatchesRowMajor(const Model& packed, const Model& row_major,
+                                 const std::vector<int32_t>& ids, Isa isa) {
+  SCOPED_TRACE(IsaName(isa));
+  const auto exact_packed = RunLogits(packed, ids, {.chunk = 8, .isa = isa});
+  EXPECT_LT(MaxAbsDiff(exact_packed, RunLogits(row_major, ids, {.chunk = 8, .isa = isa})), 1e-4);
+  EXPECT_EQ(RunLogits(packed, ids, {.chunk = 8, .threads = 1, .isa = isa}), exact_packed);
+  EXPECT_LT(MaxAbsDiff(RunLogits(packed, ids, {.chunk = 1, .isa = isa}), exact_packed), 1e-5);
+}
+
+TEST(ModelTest, PackedBf16WeightsMatchRowMajor) {
+  const std::string dir = testing::MakeTestModel("tiny-v3", DType::kBF16);
+  const auto row_major = Model::Load(dir);
+  const auto packed = LoadPacked(dir);
   const auto ids = TestIds(40);
-  // The exact tables read packed rows in float32 (decoded per row, or widened in registers where
-  // packed_bf16_fastest): the row-major model's logits up to float32 rounding, and whatever the
-  // thread count or the batch (whole prefill chunks of 8 against one token at a time).
-  const auto exact_packed = RunLogits(*packed, ids, {.chunk = 8});
-  EXPECT_LT(MaxAbsDiff(exact_packed, RunLogits(*row_major, ids, {.chunk = 8})), 1e-4);
-  EXPECT_EQ(RunLogits(*packed, ids, {.chunk = 8, .threads = 1}), exact_packed);
-  EXPECT_LT(MaxAbsDiff(RunLogits(*packed, ids, {.chunk = 1}), exact_packed), 1e-5);
+  ExpectPackedMatchesRowMajor(*packed, *row_major, ids, BestIsa());
   const Isa fast = Bf16DotIsa();
   if (GetKernelTable(fast).matmul_rows_bf16 == nullptr) GTEST_SKIP() << "no bf16 kernels here";
   // The AVX512-BF16 kernels: products of bf16 values are exact in float32, so only the order of
@@ -341,23 +352,13 @@ TEST(ModelTest, PackedBf16WeightsMatchRowMajor) {
 
 TEST(ModelTest, PackedF16WeightsMatchRowMajor) {
   // f16 matrices are packed too (each column pair of a 16-row group as two runs of 16 halves,
-  // widened by F16C in the SIMD tables): the same float32 weights, so the row-major model's
-  // logits up to the order of the float32 sums, for any thread count or batch.
+  // widened by F16C in the SIMD tables, decoded per row by the scalar one).
   const std::string dir = testing::MakeTestModel("tiny-v3", DType::kF16);
   const auto row_major = Model::Load(dir);
-  const auto packed = Model::Load(dir, {.pack_16bit = true});
-  const LayerWeights& layer = packed->weights().layers[1];
-  EXPECT_EQ(layer.mla.kv_b_proj.layout16, Layout16::kPacked16);
-  EXPECT_EQ(layer.moe.experts[0].down_proj.layout16, Layout16::kPacked16);
-  EXPECT_EQ(packed->weights().lm_head.layout16, Layout16::kPacked16);
-  EXPECT_EQ(packed->weights().embed_tokens.layout16, Layout16::kRowMajor);
+  const auto packed = LoadPacked(dir);
   const auto ids = TestIds(40);
   for (const Isa isa : {Isa::kScalar, BestIsa()}) {
-    const auto exact_packed = RunLogits(*packed, ids, {.chunk = 8, .isa = isa});
-    EXPECT_LT(MaxAbsDiff(exact_packed, RunLogits(*row_major, ids, {.chunk = 8, .isa = isa})), 1e-4)
-        << IsaName(isa);
-    EXPECT_EQ(RunLogits(*packed, ids, {.chunk = 8, .threads = 1, .isa = isa}), exact_packed);
-    EXPECT_LT(MaxAbsDiff(RunLogits(*packed, ids, {.chunk = 1, .isa = isa}), exact_packed), 1e-5);
+    ExpectPackedMatchesRowMajor(*packed, *row_major, ids, isa);
   }
 }
 
