@@ -81,7 +81,7 @@ void MatMulRowsBf16(const WeightMatrix& w, int64_t row_begin, int64_t row_end, c
     const int64_t n = std::min(kBlockRows, row_end - r0);
     for (int64_t i = 0; i < n; ++i) rows[i] = base + (r0 + i) * cols;
     float* out = y + (r0 - row_begin);
-    ForEachRowTile(n_tokens, [&](auto nt, int64_t t) {
+    ForEachTokenTile(n_tokens, [&](auto nt, int64_t t) {
       TokenTile<decltype(nt)::value>(rows, n, x + t * cols, cols, out + t * ldy, ldy);
     });
   }

@@ -233,7 +233,7 @@ void DotRowsBf16(const uint16_t* const* rows, int n_rows, const float* q, int n_
     constexpr int kMr = decltype(mr)::value;
     const bool spread = r + 2 * kMr <= n_rows;
     if (!spread) PrefetchRowsAtOnce(rows, r + kMr, std::min(n_rows, r + 2 * kMr), row_bytes);
-    ForEachRowTile<V::kScoreHeads>(n_heads, [&](auto nh, int64_t h) {
+    ForEachTokenTile<V::kScoreHeads>(n_heads, [&](auto nh, int64_t h) {
       PairTile<kMr, decltype(nh)::value>(rows + r, spread && h == 0 ? rows + r + kMr : nullptr,
                                          q + h * dim, dim, s + h * lds + r, lds);
     });

@@ -146,7 +146,7 @@ inline void TokenTile(const Row* rows, int64_t n_rows, const float* x, int64_t c
 template <bool kPairX = false, typename Row>
 void RowsOfType(const Row* rows, int64_t n_rows, const float* x, int64_t n_tokens, int64_t cols,
                 float* y, int64_t ldy) {
-  ForEachRowTile<V::kMatTokens>(n_tokens, [&](auto nt, int64_t t) {
+  ForEachTokenTile<V::kMatTokens>(n_tokens, [&](auto nt, int64_t t) {
     TokenTile<decltype(nt)::value, kPairX>(rows, n_rows, x + t * cols, cols, y + t * ldy, ldy);
   });
 }
@@ -449,7 +449,7 @@ void MatMulRowsQ8(const WeightMatrix& w, int64_t row_begin, int64_t row_end, con
   for (int64_t g0 = row_begin / kQ8GroupRows; g0 < g_end; g0 += kGroupsPerBlock) {
     const int64_t g1 = std::min(g_end, g0 + kGroupsPerBlock);
     const bool last = g1 == g_end;
-    ForEachRowTile<V::kQ8TileTokens>(x.n_tokens, [&](auto nt, int64_t t) {
+    ForEachTokenTile<V::kQ8TileTokens>(x.n_tokens, [&](auto nt, int64_t t) {
       constexpr int kTokens = decltype(nt)::value;
       if (t == 0) {
         PackedTokenTileQ8<kTokens, Q8Prefetch::kAhead>(w, g0, g1, row_begin, row_end, x, t,

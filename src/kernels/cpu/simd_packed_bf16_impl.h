@@ -193,13 +193,13 @@ void PackedBf16GroupsAllTokens(const WeightMatrix& w, int64_t g0, int64_t g_limi
   const auto* next_words =
       reinterpret_cast<const char*>(PackedGroup<Src>(w, std::min(g0 + MG, g_limit - 1)));
   if (n_tiles == 1) {  // one pass: prefetch along the groups' streams, as for one token
-    ForEachRowTile<kPackedTileTokens>(n_tokens, [&](auto nt, int64_t t) {
+    ForEachTokenTile<kPackedTileTokens>(n_tokens, [&](auto nt, int64_t t) {
       PackedBf16Groups<MG, decltype(nt)::value, true, Src>(w, g0, row_begin, row_end, x, t, y, ldy);
     });
     return;
   }
   int64_t tile = 0;
-  ForEachRowTile<kPackedTileTokens>(n_tokens, [&](auto nt, int64_t t) {
+  ForEachTokenTile<kPackedTileTokens>(n_tokens, [&](auto nt, int64_t t) {
     L2Prefetch next;
     const int64_t j = tile++ - (n_tiles - prefetch_tiles);
     if (j >= 0 && prefetch_tiles > 1) {
@@ -242,7 +242,7 @@ void PackedBf16BlockWidened(const WeightMatrix& w, int64_t g0, int64_t g1, int64
         }
       }
     }
-    ForEachRowTile<kPackedWideTileTokens>(n_tokens, [&](auto nt, int64_t t) {
+    ForEachTokenTile<kPackedWideTileTokens>(n_tokens, [&](auto nt, int64_t t) {
       const float* x_tile = x + t * w.cols + 2 * kk0;
       auto tile = [&](auto mg, int64_t g) {
         constexpr int kMG = decltype(mg)::value;

@@ -24,7 +24,7 @@ inline void TokenTileOfWidth(int64_t rest, int64_t t, TileFn&& tile) {
 // Calls tile(std::integral_constant<int, NT>{}, t) for the token tiles [t, t + NT) that cover
 // [0, n_tokens), in order.
 template <int kMaxTokens = 4, typename TileFn>
-inline void ForEachRowTile(int64_t n_tokens, TileFn&& tile) {
+inline void ForEachTokenTile(int64_t n_tokens, TileFn&& tile) {
   static_assert(kMaxTokens >= 1 && kMaxTokens <= 16);
   int64_t t = 0;
   for (; t + kMaxTokens <= n_tokens; t += kMaxTokens)
