@@ -34,7 +34,10 @@ from run_reference import load_model  # noqa: E402
 
 PRESETS = ["tiny-v2-lite", "tiny-v2", "tiny-v3", "tiny-llama-mha", "tiny-llama-gqa",
            "tiny-llama-mqa", "tiny-mistral-swa", "tiny-qwen2"]
-BF16_PRESETS = ["tiny-v3"]                  # also checked with --dtype bf16 (and fp8 with --with-fp8)
+BF16_PRESETS = ["tiny-v3"]   # also checked with --dtype bf16 and f16 (and fp8 with --with-fp8)
+# 16-bit weights are also read through `--load copy`, which packs them into 16-row groups for the
+# SIMD kernels (kernels/packed_bf16.h) where the CPU's kernel table reads that layout fastest.
+PACKED_DTYPES = ["bf16", "f16"]
 POLICY_PRESETS = ["tiny-v3", "tiny-v2", "tiny-v2-lite"]   # the first one that exists is used
 EXTRA_POLICY_PRESETS = ["tiny-llama-gqa", "tiny-mistral-swa"]  # policies on the GQA family too
 POLICIES = ["window:8", "window:8,sinks:2", "window:6,sinks:2,compress:3"]
@@ -117,17 +120,20 @@ def make_model(mlarun, preset, dtype, out_dir):
                 "--dtype", dtype, "--seed", str(SEED)])
 
 
-def mlarun_logits(mlarun, model_dir, ids, out_file, mode, attention, policy):
+def mlarun_logits(mlarun, model_dir, ids, out_file, mode, attention, policy, load=None):
     cmd = [mlarun, "logits", "--model", model_dir, "--ids", ",".join(map(str, ids)),
            "--out", out_file, "--mode", mode, "--attention", attention]
     if policy:
         cmd += ["--kv-policy", policy]
+    if load:
+        cmd += ["--load", load]
     if os.path.exists(out_file):
         os.remove(out_file)
     return run(cmd)
 
 
-def compare_case(results, name, mlarun, model_dir, ids, vocab, mode, attention, policy, atol, work):
+def compare_case(results, name, mlarun, model_dir, ids, vocab, mode, attention, policy, atol, work,
+                 load=None):
     """Run one mlarun configuration and compare it with the reference."""
     tag = name.replace("/", "_").replace(" ", "_").replace(":", "").replace(",", "_")
     out_file = os.path.join(work, f"{tag}.npy")
@@ -136,7 +142,7 @@ def compare_case(results, name, mlarun, model_dir, ids, vocab, mode, attention, 
     except Exception as err:                                # noqa: BLE001 - report and go on
         results.fail(name, f"reference failed: {type(err).__name__}: {err}")
         return
-    code, _, err = mlarun_logits(mlarun, model_dir, ids, out_file, mode, attention, policy)
+    code, _, err = mlarun_logits(mlarun, model_dir, ids, out_file, mode, attention, policy, load)
     if code != 0:
         if policy and is_unsupported_policy(err):
             results.skip(name, f"mlarun: {tail(err, 200)}")
@@ -192,7 +198,7 @@ def main(argv=None):
     start = time.time()
 
     for preset in presets:
-        extra = (["bf16"] + (["fp8"] if args.with_fp8 else [])) if preset in BF16_PRESETS else []
+        extra = (["bf16", "f16"] + (["fp8"] if args.with_fp8 else [])) if preset in BF16_PRESETS else []
         for dtype in ["f32"] + extra:
             model_dir = os.path.join(work, f"{preset}-{dtype}")
             code, _, err = make_model(mlarun, preset, dtype, model_dir)
@@ -209,10 +215,13 @@ def main(argv=None):
                 continue
             made[(preset, dtype)] = (model_dir, vocab)
             ids = token_ids(vocab, N_IDS, salt=len(preset))
-            for mode in MODES:
-                for attention in ATTENTIONS:
-                    compare_case(results, f"{preset}/{dtype}/{mode}/{attention}/full", mlarun, model_dir,
-                                 ids, vocab, mode, attention, None, args.atol, work)
+            for load in [None] + (["copy"] if dtype in PACKED_DTYPES else []):
+                suffix = f"/load-{load}" if load else ""
+                for mode in MODES:
+                    for attention in ATTENTIONS:
+                        compare_case(results, f"{preset}/{dtype}/{mode}/{attention}/full{suffix}",
+                                     mlarun, model_dir, ids, vocab, mode, attention, None, args.atol,
+                                     work, load)
 
     policy_preset = next((p for p in POLICY_PRESETS if (p, "f32") in made), None)
     if policy_preset is None:
