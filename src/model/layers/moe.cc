@@ -201,7 +201,8 @@ void MoeFeedForward(const LayerContext& ctx, const MoeWeights& w, const float* x
       rows += m;
     }
     // The batch's gathered inputs and outputs [rows, hidden]; each batch reuses the same room.
-    // Row r holds token source[r] for expert run r's expert, rows in ascending expert order.
+    // Gathered row r is token source[r].first, weighted source[r].second; each run's rows are
+    // consecutive, runs in ascending expert order.
     const ScratchArena::Frame frame(ctx.scratch);
     const std::span<float> gathered = ctx.scratch.Alloc<float>(static_cast<size_t>(rows * hidden));
     const std::span<float> expert_out =
