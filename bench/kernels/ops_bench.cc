@@ -1,12 +1,13 @@
 // Row-wise kernel microbenchmarks at the bench model's sizes (DeepSeek-V2-Lite: hidden 2,048,
-// 16 heads with a 64-wide RoPE part, 64 routed experts, SwiGLU width 1,408): RMSNorm, RoPE,
-// softmax and top-k (ops.h, one implementation for every CPU), and per ISA the kernel table's
-// SwiGLU, softmax tile steps and activation quantisation. Each reports GB/s of
-// values read and written, to set beside the matmuls' (BM_MatMul) and show what these cost per
-// decoded token.
-//   build/bin/kernels_bench --benchmark_filter='BM_(RmsNorm|Rope|Softmax|TopK|Silu|Quantize)'
+// 16 heads with a 64-wide RoPE part, 64 routed experts, SwiGLU width 1,408), per ISA: the kernel
+// table's RMSNorm, RoPE, router softmax + top-k, SwiGLU, softmax tile steps and activation
+// quantisation (the scalar table's are the references of ops.h and quant.h). Each reports GB/s
+// of values read and written, to set beside the matmuls' (BM_MatMul) and show what these cost
+// per decoded token.
+//   build/bin/kernels_bench --benchmark_filter='BM_(RmsNorm|Rope|Softmax|Silu|Quantize)'
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <vector>
 
 #include "core/rng.h"
@@ -38,53 +39,69 @@ void SetBytes(benchmark::State& state, double bytes_per_iteration) {
 }
 
 // One token's RMSNorm over `n` values: x and the weight read, the output written.
-void BM_RmsNorm(benchmark::State& state) {
+void BM_RmsNorm(benchmark::State& state, Isa isa) {
+  const KernelTable* table = TableOrSkip(state, isa);
+  if (table == nullptr) return;
   const int64_t n = state.range(0);
   const std::vector<float> x = Random(static_cast<size_t>(n), 1);
   const std::vector<float> w = Random(static_cast<size_t>(n), 2);
   std::vector<float> out(static_cast<size_t>(n));
   for (auto _ : state) {
-    RmsNorm(x.data(), w.data(), n, 1e-6f, out.data());
+    table->rms_norm(x.data(), w.data(), n, 1e-6f, out.data());
     benchmark::DoNotOptimize(out.data());
   }
   SetBytes(state, 3.0 * 4.0 * static_cast<double>(n));
 }
-BENCHMARK(BM_RmsNorm)->Arg(512)->Arg(2048);
+BENCHMARK_CAPTURE(BM_RmsNorm, scalar, Isa::kScalar)->Arg(512)->Arg(2048);
+BENCHMARK_CAPTURE(BM_RmsNorm, avx2, Isa::kAvx2)->Arg(512)->Arg(2048);
+BENCHMARK_CAPTURE(BM_RmsNorm, avx512, Isa::kAvx512)->Arg(512)->Arg(2048);
 
 // RoPE of one token's 16 heads x 64 rotary values (interleaved pairs), in place.
-void BM_Rope(benchmark::State& state) {
+void BM_Rope(benchmark::State& state, Isa isa) {
+  const KernelTable* table = TableOrSkip(state, isa);
+  if (table == nullptr) return;
   constexpr int64_t kHeads = 16;
   constexpr int kPairs = 32;
   constexpr int64_t kHeadValues = int64_t{2} * kPairs;
   std::vector<float> q = Random(kHeads * kHeadValues, 3);
-  const std::vector<float> cos = Random(kPairs, 4);
-  const std::vector<float> sin = Random(kPairs, 5);
+  // Rotations (cos^2 + sin^2 = 1), so that the values repeatedly rotated in place keep their
+  // size (random cos and sin drove them into denormals, timing those instead).
+  std::vector<float> cos(kPairs), sin(kPairs);
+  for (int i = 0; i < kPairs; ++i) {
+    cos[static_cast<size_t>(i)] = std::cos(0.1f * static_cast<float>(i + 1));
+    sin[static_cast<size_t>(i)] = std::sin(0.1f * static_cast<float>(i + 1));
+  }
+  const RopeAngles angles{
+      .cos = cos.data(), .sin = sin.data(), .n_pairs = kPairs, .layout = RopeLayout::kInterleaved};
   for (auto _ : state) {
-    for (int64_t h = 0; h < kHeads; ++h) {
-      ApplyRope(q.data() + h * kHeadValues, cos.data(), sin.data(), kPairs,
-                RopeLayout::kInterleaved);
-    }
+    table->rope(q.data(), kHeads, kHeadValues, angles);
     benchmark::DoNotOptimize(q.data());
   }
   SetBytes(state, 2.0 * 4.0 * static_cast<double>(kHeads * kHeadValues));
 }
-BENCHMARK(BM_Rope);
+BENCHMARK_CAPTURE(BM_Rope, scalar, Isa::kScalar);
+BENCHMARK_CAPTURE(BM_Rope, avx2, Isa::kAvx2);
+BENCHMARK_CAPTURE(BM_Rope, avx512, Isa::kAvx512);
 
 // The router's softmax and top-k over `n` expert scores (top 6).
-void BM_SoftmaxTopK(benchmark::State& state) {
+void BM_SoftmaxTopK(benchmark::State& state, Isa isa) {
+  const KernelTable* table = TableOrSkip(state, isa);
+  if (table == nullptr) return;
   const int64_t n = state.range(0);
   const std::vector<float> scores = Random(static_cast<size_t>(n), 6);
   std::vector<float> x(scores.size());
   int top[6];
   for (auto _ : state) {
     x = scores;
-    Softmax(x.data(), n);
-    TopK(x, 6, top);
+    table->softmax(x.data(), n);
+    table->top_k(x.data(), static_cast<int>(n), 6, top);
     benchmark::DoNotOptimize(top);
   }
   SetBytes(state, 3.0 * 4.0 * static_cast<double>(n));
 }
-BENCHMARK(BM_SoftmaxTopK)->Arg(64)->Arg(256);
+BENCHMARK_CAPTURE(BM_SoftmaxTopK, scalar, Isa::kScalar)->Arg(64)->Arg(256);
+BENCHMARK_CAPTURE(BM_SoftmaxTopK, avx2, Isa::kAvx2)->Arg(64)->Arg(256);
+BENCHMARK_CAPTURE(BM_SoftmaxTopK, avx512, Isa::kAvx512)->Arg(64)->Arg(256);
 
 // SwiGLU of `n` values: gate and up read, gate written (the scalar table's is ops.h's SiluMul).
 void BM_SiluMul(benchmark::State& state, Isa isa) {

@@ -7,6 +7,7 @@
 #include "core/scratch_arena.h"
 #include "core/thread_pool.h"
 #include "kernels/isa.h"
+#include "kernels/ops.h"
 
 namespace mlarun {
 
@@ -82,6 +83,18 @@ struct KernelTable {
   // gate[i] = silu(gate[i]) * up[i] = gate[i] / (1 + exp(-gate[i])) * up[i] (SwiGLU), with
   // this table's exp.
   void (*silu_mul)(float* gate, const float* up, int64_t n);
+  // The row-wise kernels of ops.h (the scalar table holds those functions, the references):
+  // RMSNorm of one row (out may alias x). The sum of squares is taken in double in an
+  // ISA-specific order (each square is exact in double), the scaling x * inv_rms * weight in
+  // float32 as the reference does.
+  void (*rms_norm)(const float* x, const float* weight, int64_t n, float eps, float* out);
+  // ApplyRopeHeads: one token's RoPE rotation of n_heads heads in place, head h at
+  // x + h * head_stride (SIMD versions may fuse a multiply with the following add or subtract).
+  void (*rope)(float* x, int n_heads, int64_t head_stride, const RopeAngles& angles);
+  // In-place softmax of n values: max-subtracted, with this table's exp and a float32 sum.
+  void (*softmax)(float* x, int64_t n);
+  // TopK (ops.h): the same indices in the same order, ties and NaN included.
+  void (*top_k)(const float* scores, int n, int k, int* out);
   // Optional (null: the scalar F32ToBF16 loop): out[i] = F32ToBF16(x[i]), bitwise.
   void (*round_to_bf16)(const float* x, int64_t n, uint16_t* out);
   // One online-softmax tile row: s[i] = s[i] * scale + bias[i] (SIMD versions may fuse the

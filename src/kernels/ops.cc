@@ -42,12 +42,24 @@ void ApplyRope(float* x, const float* cos, const float* sin, int n_pairs, RopeLa
   }
 }
 
+void ApplyRopeHeads(float* x, int n_heads, int64_t head_stride, const RopeAngles& angles) {
+  for (int h = 0; h < n_heads; ++h) {
+    ApplyRope(x + h * head_stride, angles.cos, angles.sin, angles.n_pairs, angles.layout);
+  }
+}
+
 void TopK(std::span<const float> scores, int k, int* out) {
   const int n = static_cast<int>(scores.size());
   std::vector<int> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
+  // A strict weak order: numbers by value, descending, then NaNs; equal keys by index.
   std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
-    if (scores[a] != scores[b]) return scores[a] > scores[b];
+    const float sa = scores[a];
+    const float sb = scores[b];
+    const bool nan_a = std::isnan(sa);
+    const bool nan_b = std::isnan(sb);
+    if (nan_a != nan_b) return nan_b;
+    if (!nan_a && sa != sb) return sa > sb;
     return a < b;
   });
   std::copy(order.begin(), order.begin() + k, out);

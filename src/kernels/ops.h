@@ -25,8 +25,20 @@ enum class RopeLayout {
 // Rotates the `2 * n_pairs` values of `x` in place: pair i by (cos[i], sin[i]).
 void ApplyRope(float* x, const float* cos, const float* sin, int n_pairs, RopeLayout layout);
 
+// One token's rotation: pair i turns by (cos[i], sin[i]) for i < n_pairs.
+struct RopeAngles {
+  const float* cos = nullptr;  // [n_pairs]
+  const float* sin = nullptr;  // [n_pairs]
+  int n_pairs = 0;
+  RopeLayout layout = RopeLayout::kInterleaved;
+};
+
+// ApplyRope on each of n_heads heads, head h at x + h * head_stride.
+void ApplyRopeHeads(float* x, int n_heads, int64_t head_stride, const RopeAngles& angles);
+
 // Writes the indices of the `k` largest values of `scores` to `out` in descending order of score
-// (ties: lower index first). Entries equal to -inf are never chosen before finite ones.
+// (ties, -0 and +0 included: lower index first). Entries equal to -inf are never chosen before
+// finite ones, and NaN entries only after every number (among themselves by index).
 void TopK(std::span<const float> scores, int k, int* out);
 
 }  // namespace mlarun

@@ -241,8 +241,8 @@ void Model::Forward(Exec& exec, KvCache& cache, std::span<const BatchToken> batc
                            .rope = rope_,
                            .attention_scale = attention_scale_};
     ForEachRow(exec, n, [&](int64_t t) {
-      RmsNorm(x.data() + t * hidden, lw.input_layernorm.data(), hidden, c.rms_norm_eps,
-              normed.data() + t * hidden);
+      exec.k.rms_norm(x.data() + t * hidden, lw.input_layernorm.data(), hidden, c.rms_norm_eps,
+                      normed.data() + t * hidden);
     });
     if (c.family == ArchFamily::kDeepseek) {
       MlaAttention(ctx, lw.mla, normed.data(), branch.data());
@@ -253,8 +253,8 @@ void Model::Forward(Exec& exec, KvCache& cache, std::span<const BatchToken> batc
       float* row = x.data() + t * hidden;
       const float* add = branch.data() + t * hidden;
       for (int64_t i = 0; i < hidden; ++i) row[i] += add[i];
-      RmsNorm(row, lw.post_attention_layernorm.data(), hidden, c.rms_norm_eps,
-              normed.data() + t * hidden);
+      exec.k.rms_norm(row, lw.post_attention_layernorm.data(), hidden, c.rms_norm_eps,
+                      normed.data() + t * hidden);
     });
     if (c.family == ArchFamily::kDeepseek && c.IsMoeLayer(layer)) {
       std::vector<int64_t>* counts = nullptr;
@@ -281,8 +281,8 @@ void Model::Forward(Exec& exec, KvCache& cache, std::span<const BatchToken> batc
   for (int64_t t = 0; t < n; ++t) {
     if (!batch[static_cast<size_t>(t)].want_logits) continue;
     selected.resize(selected.size() + static_cast<size_t>(hidden));
-    RmsNorm(x.data() + t * hidden, weights_.norm.data(), hidden, c.rms_norm_eps,
-            selected.data() + selected.size() - static_cast<size_t>(hidden));
+    exec.k.rms_norm(x.data() + t * hidden, weights_.norm.data(), hidden, c.rms_norm_eps,
+                    selected.data() + selected.size() - static_cast<size_t>(hidden));
   }
   const int64_t n_out = static_cast<int64_t>(selected.size()) / hidden;
   if (n_out > 0) MatMul(exec, weights_.lm_head, selected.data(), n_out, logits);

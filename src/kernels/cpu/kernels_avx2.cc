@@ -52,6 +52,40 @@ struct V {
     *lo = _mm256_permute2f128_ps(u0, u1, 0x20);
     *hi = _mm256_permute2f128_ps(u0, u1, 0x31);
   }
+  // [p0 p0 p1 p1 | p2 p2 p3 p3] from 4 floats (in-lane unpacks: the cross-lane permutes of
+  // Deinterleave / Interleave cost several micro-ops each on Zen 1), and x with the lanes of
+  // each pair swapped.
+  static F LoadPairDup(const float* p) {
+    const __m128 v = _mm_loadu_ps(p);
+    return _mm256_set_m128(_mm_unpackhi_ps(v, v), _mm_unpacklo_ps(v, v));
+  }
+  static F SwapPairs(F x) { return _mm256_permute_ps(x, _MM_SHUFFLE(2, 3, 0, 1)); }
+  // Bit l set where lane l of a equals lane l of b (ordered: NaN equals nothing).
+  static uint32_t EqualBits(F a, F b) {
+    return static_cast<uint32_t>(_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_EQ_OQ)));
+  }
+  // sum_i x_i^2 in double (squares of floats are exact there): four 4-lane accumulators per
+  // 16 values (four FMA chains), then the tail in order.
+  static double SumSquaresF64(const float* x, int64_t n) {
+    __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
+                      _mm256_setzero_pd()};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      for (int64_t half = 0; half < 2; ++half) {
+        const __m256 v = _mm256_loadu_ps(x + i + 8 * half);
+        const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+        const __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+        acc[2 * half] = _mm256_fmadd_pd(lo, lo, acc[2 * half]);
+        acc[2 * half + 1] = _mm256_fmadd_pd(hi, hi, acc[2 * half + 1]);
+      }
+    }
+    alignas(32) double lanes[4];
+    _mm256_store_pd(lanes,
+                    _mm256_add_pd(_mm256_add_pd(acc[0], acc[1]), _mm256_add_pd(acc[2], acc[3])));
+    double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    for (; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+    return sum;
+  }
   static F Fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F Add(F a, F b) { return _mm256_add_ps(a, b); }

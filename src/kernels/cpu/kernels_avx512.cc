@@ -36,6 +36,37 @@ struct V {
     *even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
     *odd = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(-65536)));
   }
+  // [p0 p0 p1 p1 ... p7 p7] from 8 floats, and x with the lanes of each pair swapped.
+  static F LoadPairDup(const float* p) {
+    const __m512i index = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    return _mm512_permutexvar_ps(index, _mm512_castps256_ps512(_mm256_loadu_ps(p)));
+  }
+  static F SwapPairs(F x) { return _mm512_permute_ps(x, _MM_SHUFFLE(2, 3, 0, 1)); }
+  // Bit l set where lane l of a equals lane l of b (ordered: NaN equals nothing).
+  static uint32_t EqualBits(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ); }
+  // sum_i x_i^2 in double (squares of floats are exact there): four 8-lane accumulators per
+  // 32 values (four FMA chains), then the tail in order.
+  static double SumSquaresF64(const float* x, int64_t n) {
+    __m512d acc[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(),
+                      _mm512_setzero_pd()};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+      for (int64_t half = 0; half < 2; ++half) {
+        const __m512 v = _mm512_loadu_ps(x + i + 16 * half);
+        const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+        const __m512d hi = _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1));
+        acc[2 * half] = _mm512_fmadd_pd(lo, lo, acc[2 * half]);
+        acc[2 * half + 1] = _mm512_fmadd_pd(hi, hi, acc[2 * half + 1]);
+      }
+    }
+    alignas(64) double lanes[8];
+    _mm512_store_pd(lanes,
+                    _mm512_add_pd(_mm512_add_pd(acc[0], acc[1]), _mm512_add_pd(acc[2], acc[3])));
+    double sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+                 ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+    for (; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+    return sum;
+  }
   static F Fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F Mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F Add(F a, F b) { return _mm512_add_ps(a, b); }

@@ -706,6 +706,12 @@ void Scale(float a, float* x, int64_t n) {
   for (; i < n; ++i) x[i] *= a;
 }
 
+}  // namespace mlarun::SIMD_NAMESPACE
+
+#include "kernels/cpu/simd_rowops_impl.h"
+
+namespace mlarun::SIMD_NAMESPACE {
+
 const KernelTable kTable = {.isa = V::kIsa,
                             .matmul_rows = MatMulRows,
                             .matmul_rows_q8 = MatMulRowsQ8,
@@ -719,6 +725,10 @@ const KernelTable kTable = {.isa = V::kIsa,
                             .scale = Scale,
                             .exp = Exp,
                             .silu_mul = SiluMulV,
+                            .rms_norm = RmsNormV,
+                            .rope = RopeHeadsV,
+                            .softmax = SoftmaxV,
+                            .top_k = TopKV,
                             .round_to_bf16 = V::RoundToBf16,
                             .scale_bias_max = ScaleBiasMax,
                             .exp_shift_sum = ExpShiftSum,

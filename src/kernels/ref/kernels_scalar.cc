@@ -1,6 +1,7 @@
 // The scalar reference kernels: portable C++, the oracle every SIMD kernel is tested against and
 // the path that runs on any CPU (`--isa scalar`).
 #include <cmath>
+#include <span>
 #include <vector>
 
 #include "kernels/kernel_table.h"
@@ -111,6 +112,10 @@ void Bf16ToF32Scalar(const uint16_t* in, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = BF16ToF32(in[i]);
 }
 
+void TopKScalar(const float* scores, int n, int k, int* out) {
+  TopK(std::span<const float>(scores, static_cast<size_t>(n)), k, out);
+}
+
 const KernelTable kScalarTable = {.isa = Isa::kScalar,
                                   .matmul_rows = MatMulRowsScalar,
                                   .matmul_rows_q8 = MatMulRowsQ8Scalar,
@@ -123,6 +128,10 @@ const KernelTable kScalarTable = {.isa = Isa::kScalar,
                                   .scale = Scale,
                                   .exp = ExpScalar,
                                   .silu_mul = SiluMul,
+                                  .rms_norm = RmsNorm,
+                                  .rope = ApplyRopeHeads,
+                                  .softmax = Softmax,
+                                  .top_k = TopKScalar,
                                   .scale_bias_max = ScaleBiasMaxScalar,
                                   .exp_shift_sum = ExpShiftSumScalar,
                                   .pv_accumulate = PvAccumulateScalar,

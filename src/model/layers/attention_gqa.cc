@@ -34,7 +34,6 @@ void GqaAttention(const LayerContext& ctx, const GqaWeights& w, const float* x, 
   const int n_head = c.num_attention_heads;
   const int n_head_kv = c.num_key_value_heads;
   const int hd = c.head_dim;
-  const int pairs = ctx.rope.n_pairs();
   const ScratchArena::Frame frame(ctx.scratch);
   const std::span<float> q = ctx.scratch.Alloc<float>(static_cast<size_t>(n * n_head * hd));
   ProjectWithBias(ctx.exec, w.q_proj, w.q_bias, x, n, q.data());
@@ -46,14 +45,12 @@ void GqaAttention(const LayerContext& ctx, const GqaWeights& w, const float* x, 
   ProjectWithBias(ctx.exec, w.v_proj, w.v_bias, x, n, v.data());
   const std::span<float> rows = ctx.scratch.Alloc<float>(static_cast<size_t>(n * 2 * kv_width));
   ForEachRow(ctx.exec, n, [&](int64_t t) {
-    const float* cos = ctx.cos + t * pairs;
-    const float* sin = ctx.sin + t * pairs;
-    for (int h = 0; h < n_head; ++h)
-      ApplyRope(q.data() + (t * n_head + h) * hd, cos, sin, pairs, ctx.rope.layout);
+    const RopeAngles angles = ctx.Angles(t);
+    ctx.exec.k.rope(q.data() + t * n_head * hd, n_head, hd, angles);
     float* row = rows.data() + t * 2 * kv_width;
     std::copy_n(k.data() + t * kv_width, kv_width, row);
     std::copy_n(v.data() + t * kv_width, kv_width, row + kv_width);
-    for (int h = 0; h < n_head_kv; ++h) ApplyRope(row + h * hd, cos, sin, pairs, ctx.rope.layout);
+    ctx.exec.k.rope(row, n_head_kv, hd, angles);
   });
   WriteCacheRows(ctx, rows.data());
 

@@ -39,19 +39,16 @@ void ComputeQuery(const LayerContext& ctx, const MlaWeights& w, const float* x, 
     MatMul(ctx.exec, w.q_a_proj, x, n, c_q.data());
     ForEachRow(ctx.exec, n, [&](int64_t t) {
       float* row = c_q.data() + t * c.q_lora_rank;
-      RmsNorm(row, w.q_a_layernorm.data(), c.q_lora_rank, kLoraNormEps, row);
+      ctx.exec.k.rms_norm(row, w.q_a_layernorm.data(), c.q_lora_rank, kLoraNormEps, row);
     });
     MatMul(ctx.exec, w.q_b_proj, c_q.data(), n, q);
   } else {
     MatMul(ctx.exec, w.q_proj, x, n, q);
   }
   const int qk = c.QkHeadDim();
-  const int pairs = ctx.rope.n_pairs();
   ForEachRow(ctx.exec, n, [&](int64_t t) {
-    for (int h = 0; h < c.num_attention_heads; ++h) {
-      ApplyRope(q + (t * c.num_attention_heads + h) * qk + c.qk_nope_head_dim, ctx.cos + t * pairs,
-                ctx.sin + t * pairs, pairs, ctx.rope.layout);
-    }
+    ctx.exec.k.rope(q + t * c.num_attention_heads * qk + c.qk_nope_head_dim, c.num_attention_heads,
+                    qk, ctx.Angles(t));
   });
 }
 
@@ -60,12 +57,10 @@ void ComputeLatentRows(const LayerContext& ctx, const MlaWeights& w, const float
   const ModelConfig& c = ctx.config;
   const int width = c.kv_lora_rank + c.qk_rope_head_dim;
   MatMul(ctx.exec, w.kv_a_proj_with_mqa, x, ctx.n_tokens(), rows);
-  const int pairs = ctx.rope.n_pairs();
   ForEachRow(ctx.exec, ctx.n_tokens(), [&](int64_t t) {
     float* row = rows + t * width;
-    RmsNorm(row, w.kv_a_layernorm.data(), c.kv_lora_rank, kLoraNormEps, row);
-    ApplyRope(row + c.kv_lora_rank, ctx.cos + t * pairs, ctx.sin + t * pairs, pairs,
-              ctx.rope.layout);
+    ctx.exec.k.rms_norm(row, w.kv_a_layernorm.data(), c.kv_lora_rank, kLoraNormEps, row);
+    ctx.exec.k.rope(row + c.kv_lora_rank, 1, 0, ctx.Angles(t));
   });
 }
 

@@ -9,6 +9,7 @@
 #include "core/thread_pool.h"
 #include "kernels/attention.h"
 #include "kernels/kernel_table.h"
+#include "kernels/ops.h"
 #include "kv/kv_cache.h"
 #include "model/config.h"
 #include "model/layers/rope.h"
@@ -41,6 +42,12 @@ struct LayerContext {
   float attention_scale = 1.0f;
 
   int64_t n_tokens() const { return static_cast<int64_t>(batch.size()); }
+  // Token t's RoPE rotation (for exec.k.rope).
+  RopeAngles Angles(int64_t t) const {
+    const int pairs = rope.n_pairs();
+    return {
+        .cos = cos + t * pairs, .sin = sin + t * pairs, .n_pairs = pairs, .layout = rope.layout};
+  }
 };
 
 struct MlaWeights;

@@ -37,12 +37,13 @@ GateSpec GateSpec::FromConfig(const ModelConfig& c) {
           .routed_scaling_factor = c.routed_scaling_factor};
 }
 
-void SelectExperts(const GateSpec& spec, std::span<const float> router_logits,
-                   std::span<const float> bias, int* expert_ids, float* expert_weights) {
+void SelectExperts(const KernelTable& kernels, const GateSpec& spec,
+                   std::span<const float> router_logits, std::span<const float> bias,
+                   int* expert_ids, float* expert_weights) {
   const int n = spec.n_experts;
   std::vector<float> scores(router_logits.begin(), router_logits.end());
   if (spec.scoring == ScoringFunc::kSoftmax) {
-    Softmax(scores.data(), n);
+    kernels.softmax(scores.data(), n);
   } else {
     for (float& s : scores) s = 1.0f / (1.0f + std::exp(-s));
   }
@@ -65,14 +66,14 @@ void SelectExperts(const GateSpec& spec, std::span<const float> router_logits,
       }
     }
     std::vector<int> kept(static_cast<size_t>(spec.topk_group));
-    TopK(group_scores, spec.topk_group, kept.data());
+    kernels.top_k(group_scores.data(), spec.n_group, spec.topk_group, kept.data());
     std::vector<bool> keep(static_cast<size_t>(spec.n_group), false);
     for (int g : kept) keep[static_cast<size_t>(g)] = true;
     for (int e = 0; e < n; ++e) {
       if (!keep[static_cast<size_t>(e / per_group)]) choice[static_cast<size_t>(e)] = -INFINITY;
     }
   }
-  TopK(choice, spec.top_k, expert_ids);
+  kernels.top_k(choice.data(), n, spec.top_k, expert_ids);
   double sum = 0.0;
   for (int i = 0; i < spec.top_k; ++i) {
     expert_weights[i] = scores[static_cast<size_t>(expert_ids[i])];
@@ -157,7 +158,8 @@ void MoeFeedForward(const LayerContext& ctx, const MoeWeights& w, const float* x
   std::vector<int> ids(static_cast<size_t>(n * k));
   std::vector<float> weights(static_cast<size_t>(n * k));
   ForEachRow(ctx.exec, n, [&](int64_t t) {
-    SelectExperts(spec, std::span<const float>(logits.data() + t * spec.n_experts, spec.n_experts),
+    SelectExperts(ctx.exec.k, spec,
+                  std::span<const float>(logits.data() + t * spec.n_experts, spec.n_experts),
                   std::span<const float>(w.e_score_correction_bias.values), ids.data() + t * k,
                   weights.data() + t * k);
   });

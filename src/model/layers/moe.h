@@ -7,6 +7,8 @@
 
 namespace mlarun {
 
+struct KernelTable;
+
 // The gate's policy as data, from the config.
 struct GateSpec {
   ScoringFunc scoring = ScoringFunc::kSoftmax;
@@ -24,8 +26,9 @@ struct GateSpec {
 
 // Selects `spec.top_k` experts for one token from router logits [n_experts]. `bias`
 // [n_experts] (may be empty) shifts selection only (noaux_tc). Writes expert ids and weights
-// [top_k], ordered by descending selection score.
-void SelectExperts(const GateSpec& spec, std::span<const float> router_logits,
-                   std::span<const float> bias, int* expert_ids, float* expert_weights);
+// [top_k], ordered by descending selection score. The softmax and top-k are `kernels`'s.
+void SelectExperts(const KernelTable& kernels, const GateSpec& spec,
+                   std::span<const float> router_logits, std::span<const float> bias,
+                   int* expert_ids, float* expert_weights);
 
 }  // namespace mlarun
