@@ -167,5 +167,29 @@ BENCHMARK_CAPTURE(BM_QuantizeRowQ8, scalar, Isa::kScalar)->Arg(2048);
 BENCHMARK_CAPTURE(BM_QuantizeRowQ8, avx2, Isa::kAvx2)->Arg(2048);
 BENCHMARK_CAPTURE(BM_QuantizeRowQ8, avx512, Isa::kAvx512)->Arg(2048);
 
+// Load-time Q8 quantisation of one weight row (`--weights int8`): float32 read, int8 values and
+// float16 scales written, then the row packed into its group (PackQ8Row, the same for every ISA).
+void BM_QuantizeWeightRowQ8(benchmark::State& state, Isa isa) {
+  const KernelTable* table = TableOrSkip(state, isa);
+  if (table == nullptr) return;
+  const int64_t n = state.range(0);
+  const std::vector<float> w = Random(static_cast<size_t>(n), 11);
+  std::vector<int8_t> q(static_cast<size_t>(Q8PaddedCols(n)));
+  std::vector<uint16_t> scales(static_cast<size_t>(Q8PaddedCols(n) / kQ8Block));
+  std::vector<uint8_t> packed(static_cast<size_t>(PackedQ8ValueBytes(kQ8GroupRows, n)));
+  std::vector<uint16_t> packed_scales(static_cast<size_t>(PackedQ8ScaleCount(kQ8GroupRows, n)));
+  int64_t row = 0;
+  for (auto _ : state) {
+    table->quantize_weight_row_q8(w.data(), n, q.data(), scales.data());
+    PackQ8Row(row, n, q.data(), scales.data(), packed.data(), packed_scales.data());
+    row = (row + 1) % kQ8GroupRows;
+    benchmark::DoNotOptimize(packed.data());
+  }
+  SetBytes(state, 4.0 * static_cast<double>(n));
+}
+BENCHMARK_CAPTURE(BM_QuantizeWeightRowQ8, scalar, Isa::kScalar)->Arg(2048);
+BENCHMARK_CAPTURE(BM_QuantizeWeightRowQ8, avx2, Isa::kAvx2)->Arg(2048);
+BENCHMARK_CAPTURE(BM_QuantizeWeightRowQ8, avx512, Isa::kAvx512)->Arg(2048);
+
 }  // namespace
 }  // namespace mlarun

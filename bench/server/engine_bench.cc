@@ -84,9 +84,11 @@ int main(int argc, char** argv) {
   }
   // As `mlarun serve` loads: with copied files and bf16 kernels, bf16 matrices packed for them.
   const bool pack_16bit = mlarun::Pack16BitFor(setup.load, mlarun::FastestKernelTable());
-  const std::unique_ptr<mlarun::Model> model = mlarun::Model::Load(
-      setup.model_dir,
-      {.weights = setup.weights, .file_load = setup.load, .pack_16bit = pack_16bit});
+  const std::unique_ptr<mlarun::Model> model =
+      mlarun::Model::Load(setup.model_dir, {.weights = setup.weights,
+                                            .file_load = setup.load,
+                                            .pack_16bit = pack_16bit,
+                                            .kernels = &mlarun::FastestKernelTable()});
   mlarun::ThreadPool pool(setup.threads);
   benchmark::RegisterBenchmark("BatchedDecode", mlarun::BM_BatchedDecode, &setup, model.get(),
                                &pool)

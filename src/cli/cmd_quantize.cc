@@ -22,7 +22,9 @@ int RunQuantize(QuantizeArgs args) {
   args.model.weights = "int8";
   ThreadPool pool(args.model.threads);
   const std::string src = ResolveModelDir(args.model.model_dir);
-  const std::unique_ptr<Model> model = LoadModel(args.model, pool);
+  // The rows are quantised by the chosen kernels (`--isa`; every table gives the same bytes).
+  const std::unique_ptr<Model> model =
+      LoadModel(args.model, pool, &SelectKernels(args.model, "auto"));
   WriteQ8Model(model->config(), model->weights(), src, args.out);
   std::fprintf(stderr, "wrote Q8 model to %s\n", args.out.c_str());
   return 0;

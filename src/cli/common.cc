@@ -66,7 +66,7 @@ std::string ResolveModelDir(const std::string& model_dir) {
 
 std::unique_ptr<Model> LoadModel(const ModelArgs& args, ThreadPool& pool,
                                  const KernelTable* kernels) {
-  ModelLoadOptions options{.pool = &pool};
+  ModelLoadOptions options{.pool = &pool, .kernels = kernels};
   if (args.weights == "int8") {
     options.weights = WeightFormat::kInt8;
   } else if (args.weights != "as-loaded") {

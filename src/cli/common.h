@@ -49,7 +49,8 @@ std::string ResolveModelDir(const std::string& model_dir);
 // Loads the model of --model (and --weights, --load), with a progress bar on a terminal; `pool`
 // is used for load-time quantisation and packing. With `--load copy` and kernels that read packed
 // 16-bit matrices fastest (`kernels`, the command's table), bf16 and f16 matrices are copied in
-// that layout (ModelLoadOptions::pack_16bit).
+// that layout (ModelLoadOptions::pack_16bit); `kernels` also quantise the weight rows of
+// `--weights int8` (null: the scalar table).
 std::unique_ptr<Model> LoadModel(const ModelArgs& args, ThreadPool& pool,
                                  const KernelTable* kernels = nullptr);
 // The kernel set chosen by --isa, else $MLARUN_ISA, else `fallback` ("auto": exact f32

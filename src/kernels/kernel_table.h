@@ -50,6 +50,10 @@ struct KernelTable {
   // Quantises one activation row for matmul_rows_q8 (quant.h, QuantizeActivationRowQ8 is the
   // reference; every version gives bitwise the same values, scales and block sums).
   void (*quantize_row_q8)(const float* x, int64_t cols, int8_t* q, float* scales, int32_t* sums);
+  // Quantises one weight row to Q8 blocks with float16 scales (quant.h, QuantizeWeightRowQ8 is
+  // the reference; every version gives bitwise the same values and scales). Load-time work of
+  // `--weights int8`.
+  void (*quantize_weight_row_q8)(const float* w, int64_t cols, int8_t* q, uint16_t* scales);
   // Quantises n values (a multiple of 16) with one scale, as quantize_row_q8 does a block: stores
   // scale = max |x| / 127 and q = x / scale clamped to [-127, 127] and rounded to nearest even;
   // returns the sum of q (quant.h, QuantizeGroupI8 is the reference; every version gives bitwise

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "core/dtype.h"
 
@@ -122,8 +124,12 @@ void PackQ8Row(int64_t r, int64_t cols, const int8_t* q, const uint16_t* s, uint
   const int64_t n_blocks = Q8PaddedCols(cols) / kQ8Block;
   for (int64_t b = 0; b < n_blocks; ++b) {
     uint8_t* block = values + pos.value + b * kQ8GroupRows * kQ8Block;
-    for (int i = 0; i < kQ8Block; ++i) {
-      block[(i / 4) * kQ8GroupRows * 4 + i % 4] = static_cast<uint8_t>(q[b * kQ8Block + i] + 128);
+    // Each quad's 4 bytes as one word; q + 128 as a byte is q's bits with the top bit flipped.
+    for (int quad = 0; quad < kQ8QuadsPerBlock; ++quad) {
+      uint32_t word = 0;
+      std::memcpy(&word, q + b * kQ8Block + quad * 4, sizeof(word));
+      word ^= 0x80808080u;
+      std::memcpy(block + quad * kQ8GroupRows * 4, &word, sizeof(word));
     }
     scales[pos.scale + b * kQ8GroupRows] = s[b];
   }

@@ -41,11 +41,13 @@ std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoad
   if ((int8 || pack_16bit) && pool == nullptr) {
     pool = (own_pool = std::make_unique<ThreadPool>(0)).get();
   }
+  const KernelTable& kernels =
+      options.kernels != nullptr ? *options.kernels : GetKernelTable(Isa::kScalar);
   if (options.weights == WeightFormat::kInt8)
-    QuantizeWeightsQ8(*pool, model->config_, model->weights_);
+    QuantizeWeightsQ8(*pool, kernels, model->config_, model->weights_);
   model->PrepareDerived();
   if (int8) {
-    model->QuantizeDerivedQ8();
+    model->QuantizeDerivedQ8(kernels);
     PackQ8Weights(*pool, model->config_, model->weights_);
   }
   if (pack_16bit) {
@@ -141,9 +143,9 @@ int64_t Model::WeightBytesPerDecodedToken() const {
   return bytes;
 }
 
-void Model::QuantizeDerivedQ8() {
+void Model::QuantizeDerivedQ8(const KernelTable& kernels) {
   for (LayerWeights& layer : weights_.layers) {
-    for (WeightMatrix& m : layer.mla.w_uk_t) m = QuantizeMatrixQ8(nullptr, m, weights_);
+    for (WeightMatrix& m : layer.mla.w_uk_t) m = QuantizeMatrixQ8(nullptr, kernels, m, weights_);
   }
 }
 

@@ -57,6 +57,9 @@ struct ModelLoadOptions {
   // the embedding table are read in place). Ignored for int8 weights.
   bool pack_16bit = false;
   ThreadPool* pool = nullptr;  // for load-time quantisation and packing; a temporary pool if null
+  // Kernels of load-time quantisation (`--weights int8`; every table quantises bitwise alike);
+  // null: the scalar table.
+  const KernelTable* kernels = nullptr;
   std::function<void(int64_t, int64_t)> on_progress;  // (tensors bound, total)
 };
 
@@ -95,7 +98,7 @@ class Model {
  private:
   Model() = default;
   void PrepareDerived();
-  void QuantizeDerivedQ8();
+  void QuantizeDerivedQ8(const KernelTable& kernels);
 
   ModelConfig config_;
   std::unique_ptr<SafetensorsArchive> archive_;

@@ -78,7 +78,8 @@ bool KeepsLoadedDtype(const std::string& name) {
   return EndsWith(name, "mlp.gate.weight") || name == "model.embed_tokens.weight";
 }
 
-WeightMatrix QuantizeMatrixQ8(ThreadPool* pool, const WeightMatrix& source, ModelWeights& weights) {
+WeightMatrix QuantizeMatrixQ8(ThreadPool* pool, const KernelTable& kernels,
+                              const WeightMatrix& source, ModelWeights& weights) {
   uint8_t* values = nullptr;
   uint16_t* scales = nullptr;
   const WeightMatrix q8 = AllocatePackedQ8(source.rows, source.cols, weights, &values, &scales);
@@ -91,13 +92,14 @@ WeightMatrix QuantizeMatrixQ8(ThreadPool* pool, const WeightMatrix& source, Mode
     q.resize(static_cast<size_t>(stride));
     s.resize(static_cast<size_t>(stride / kQ8Block));
     source.DecodeRow(r, row.data());
-    QuantizeWeightRowQ8(row.data(), source.cols, q.data(), s.data());
+    kernels.quantize_weight_row_q8(row.data(), source.cols, q.data(), s.data());
     PackQ8Row(r, source.cols, q.data(), s.data(), values, scales);
   });
   return q8;
 }
 
-void QuantizeWeightsQ8(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights) {
+void QuantizeWeightsQ8(ThreadPool& pool, const KernelTable& kernels, const ModelConfig& config,
+                       ModelWeights& weights) {
   std::vector<WeightMatrix*> targets;
   ForEachTensor(config, weights, [&](const TensorSlot& slot) {
     if (slot.matrix != nullptr && !KeepsLoadedDtype(slot.name) &&
@@ -106,7 +108,7 @@ void QuantizeWeightsQ8(ThreadPool& pool, const ModelConfig& config, ModelWeights
     }
   });
   if (config.tie_word_embeddings) targets.push_back(&weights.lm_head);  // a separate Q8 copy
-  for (WeightMatrix* m : targets) *m = QuantizeMatrixQ8(&pool, *m, weights);
+  for (WeightMatrix* m : targets) *m = QuantizeMatrixQ8(&pool, kernels, *m, weights);
 }
 
 void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,

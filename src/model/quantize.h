@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "kernels/kernel_table.h"
 #include "model/config.h"
 #include "model/weights.h"
 
@@ -18,11 +19,14 @@ namespace mlarun {
 bool KeepsLoadedDtype(const std::string& tensor_name);
 
 // Returns a Q8 copy of `source`, packed for the kernels (Q8Layout::kPacked16; storage owned by
-// `weights`); rows in parallel if `pool` is set.
-WeightMatrix QuantizeMatrixQ8(ThreadPool* pool, const WeightMatrix& source, ModelWeights& weights);
+// `weights`); rows in parallel if `pool` is set, each by kernels.quantize_weight_row_q8 (every
+// table gives bitwise the same).
+WeightMatrix QuantizeMatrixQ8(ThreadPool* pool, const KernelTable& kernels,
+                              const WeightMatrix& source, ModelWeights& weights);
 
 // Quantises every other matrix of `weights` to Q8 blocks (kernels/quant.h), rows in parallel.
-void QuantizeWeightsQ8(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights);
+void QuantizeWeightsQ8(ThreadPool& pool, const KernelTable& kernels, const ModelConfig& config,
+                       ModelWeights& weights);
 
 // Copies a model directory with its matrices in Q8 (config.json gets quantization_config
 // {quant_method: mlarun_q8, block_size: 32, layout}; tokenizer files are copied). kPacked16

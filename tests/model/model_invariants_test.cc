@@ -252,6 +252,10 @@ TEST(ModelTest, Int8WeightsStayCloseToF32AndQuantizedFilesLoadIdentically) {
   EXPECT_LT(packed->weights().q8_bytes, row_major->weights().q8_bytes / 2);
   for (Isa isa : SupportedIsas()) {
     EXPECT_LT(MaxAbsDiff(RunLogits(*int8_model, ids, {.isa = isa}), int8), 1e-3) << IsaName(isa);
+    // Quantised at load by this ISA's kernels: the same bytes, so bitwise the same logits.
+    const auto by_isa =
+        Model::Load(dir, {.weights = WeightFormat::kInt8, .kernels = &GetKernelTable(isa)});
+    EXPECT_EQ(RunLogits(*by_isa, ids, {}), int8) << IsaName(isa);
   }
 }
 

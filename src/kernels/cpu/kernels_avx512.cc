@@ -155,10 +155,14 @@ struct V {
   }
   static Q PackedInit(int32_t block_sum) { return _mm512_set1_epi32(-128 * block_sum); }
   static Q DotPacked(Q acc, Q w_offset, Q x) { return _mm512_dpbusd_epi32(acc, w_offset, x); }
-  // Activation quantisation (quant.h), per block of 32: the same operations as the scalar
+  // Q8 quantisation of a row (quant.h), per block of 32: the same operations as the scalar
   // reference lane-wise (max |x|, scale = max / 127, x * (1 / scale) clamped to [-127, 127],
   // rounded to nearest even by vcvtps2dq), so bitwise the same values, scales and sums.
-  static void QuantizeRowQ8(const float* x, int64_t cols, int8_t* q, float* scales, int32_t* sums) {
+  // `use_scale(b, scale)` stores block b's scale and returns the one the values are computed
+  // with (rounded to float16 for weights); block sums go to `sums` unless null.
+  template <typename UseScale>
+  static void QuantizeBlocksQ8(const float* x, int64_t cols, int8_t* q, UseScale use_scale,
+                               int32_t* sums) {
     const int64_t n_blocks = Q8PaddedCols(cols) / kQ8Block;
     const __m512 lo = _mm512_set1_ps(-127.0f);
     const __m512 hi = _mm512_set1_ps(127.0f);
@@ -171,8 +175,7 @@ struct V {
       const __m512 x1 = _mm512_maskz_loadu_ps(m1, x + begin + 16);
       const float max_abs =
           _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
-      const float scale = max_abs / 127.0f;
-      scales[b] = scale;
+      const float scale = use_scale(b, max_abs / 127.0f);
       const __m512 inv = _mm512_set1_ps(scale > 0.0f ? 1.0f / scale : 0.0f);
       const __m512i i0 =
           _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x0, inv), lo), hi));
@@ -180,7 +183,7 @@ struct V {
           _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x1, inv), lo), hi));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q + begin), _mm512_cvtsepi32_epi8(i0));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q + begin + 16), _mm512_cvtsepi32_epi8(i1));
-      sums[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+      if (sums != nullptr) sums[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
     }
   }
   // The same operations for one group of n values (n a multiple of 16) and one scale.

@@ -712,11 +712,29 @@ void Scale(float a, float* x, int64_t n) {
 
 namespace mlarun::SIMD_NAMESPACE {
 
+void QuantizeActivationRowQ8V(const float* x, int64_t cols, int8_t* q, float* scales,
+                              int32_t* sums) {
+  V::QuantizeBlocksQ8(
+      x, cols, q, [&](int64_t b, float scale) { return scales[b] = scale; }, sums);
+}
+
+// QuantizeWeightRowQ8 (quant.h): float16 scales, values quantised with the rounded scale.
+void QuantizeWeightRowQ8V(const float* w, int64_t cols, int8_t* q, uint16_t* scales) {
+  V::QuantizeBlocksQ8(
+      w, cols, q,
+      [&](int64_t b, float scale) {
+        scales[b] = F32ToF16(scale);
+        return F16ToF32(scales[b]);
+      },
+      nullptr);
+}
+
 const KernelTable kTable = {.isa = V::kIsa,
                             .matmul_rows = MatMulRows,
                             .matmul_rows_q8 = MatMulRowsQ8,
                             .matmul_rows_pair_x = V::kPairXMatMul ? MatMulRowsPairX : nullptr,
-                            .quantize_row_q8 = V::QuantizeRowQ8,
+                            .quantize_row_q8 = QuantizeActivationRowQ8V,
+                            .quantize_weight_row_q8 = QuantizeWeightRowQ8V,
                             .quantize_group_i8 = V::QuantizeGroupI8,
                             .gemm = Gemm,
                             .dot = Dot,
