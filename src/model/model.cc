@@ -43,11 +43,20 @@ std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoad
   }
   const KernelTable& kernels =
       options.kernels != nullptr ? *options.kernels : GetKernelTable(Isa::kScalar);
-  if (options.weights == WeightFormat::kInt8)
-    QuantizeWeightsQ8(*pool, kernels, model->config_, model->weights_);
+  // Quantisation errors (a NaN or inf weight) name the tensor; this adds the model directory.
+  auto in_model_dir = [&](auto&& quantize) {
+    try {
+      quantize();
+    } catch (const Error& e) {
+      throw Error(model_dir + ": " + e.what());
+    }
+  };
+  if (options.weights == WeightFormat::kInt8) {
+    in_model_dir([&] { QuantizeWeightsQ8(*pool, kernels, model->config_, model->weights_); });
+  }
   model->PrepareDerived();
   if (int8) {
-    model->QuantizeDerivedQ8(kernels);
+    in_model_dir([&] { model->QuantizeDerivedQ8(kernels); });
     PackQ8Weights(*pool, model->config_, model->weights_);
   }
   if (pack_16bit) {
@@ -144,8 +153,11 @@ int64_t Model::WeightBytesPerDecodedToken() const {
 }
 
 void Model::QuantizeDerivedQ8(const KernelTable& kernels) {
-  for (LayerWeights& layer : weights_.layers) {
-    for (WeightMatrix& m : layer.mla.w_uk_t) m = QuantizeMatrixQ8(nullptr, kernels, m, weights_);
+  for (size_t l = 0; l < weights_.layers.size(); ++l) {
+    const std::string name =
+        "W_uk^T of model.layers." + std::to_string(l) + ".self_attn.kv_b_proj.weight";
+    for (WeightMatrix& m : weights_.layers[l].mla.w_uk_t)
+      m = QuantizeMatrixQ8(nullptr, kernels, m, weights_, name);
   }
 }
 

@@ -6,9 +6,14 @@
 #include "model/quantize.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
@@ -78,12 +83,37 @@ bool KeepsLoadedDtype(const std::string& name) {
   return EndsWith(name, "mlp.gate.weight") || name == "model.embed_tokens.weight";
 }
 
+namespace {
+
+// The first column of `row` [n] holding NaN or +-inf, or -1. The all-finite case is one pass
+// of integer ops on the exponent bits (all ones: inf or NaN) that the compiler vectorises.
+int64_t FirstNonFinite(const float* row, int64_t n) {
+  constexpr uint32_t kExponent = 0x7f800000u;
+  uint32_t any = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, row + i, sizeof(bits));
+    any |= static_cast<uint32_t>((bits & kExponent) == kExponent);
+  }
+  if (any == 0) return -1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(row[i])) return i;
+  }
+  return -1;
+}
+
+}  // namespace
+
 WeightMatrix QuantizeMatrixQ8(ThreadPool* pool, const KernelTable& kernels,
-                              const WeightMatrix& source, ModelWeights& weights) {
+                              const WeightMatrix& source, ModelWeights& weights,
+                              const std::string& name) {
   uint8_t* values = nullptr;
   uint16_t* scales = nullptr;
   const WeightMatrix q8 = AllocatePackedQ8(source.rows, source.cols, weights, &values, &scales);
   const int64_t stride = Q8PaddedCols(source.cols);
+  // The first row with a value that is not finite (checked on every row: int8 has no NaN or
+  // inf, and quantising one would give arbitrary bytes).
+  std::atomic<int64_t> bad_row{source.rows};
   ForRows(pool, source.rows, [&](int64_t r) {
     thread_local std::vector<float> row;
     thread_local std::vector<int8_t> q;
@@ -92,23 +122,40 @@ WeightMatrix QuantizeMatrixQ8(ThreadPool* pool, const KernelTable& kernels,
     q.resize(static_cast<size_t>(stride));
     s.resize(static_cast<size_t>(stride / kQ8Block));
     source.DecodeRow(r, row.data());
+    if (FirstNonFinite(row.data(), source.cols) >= 0) {
+      int64_t seen = bad_row.load();
+      while (r < seen && !bad_row.compare_exchange_weak(seen, r)) {
+      }
+      return;
+    }
     kernels.quantize_weight_row_q8(row.data(), source.cols, q.data(), s.data());
     PackQ8Row(r, source.cols, q.data(), s.data(), values, scales);
   });
+  if (const int64_t r = bad_row.load(); r < source.rows) {
+    std::vector<float> row(static_cast<size_t>(source.cols));
+    source.DecodeRow(r, row.data());
+    const int64_t c = FirstNonFinite(row.data(), source.cols);
+    throw Error("tensor '" + name + "' holds " +
+                (std::isnan(row[static_cast<size_t>(c)]) ? "NaN" : "inf") + " at [" +
+                std::to_string(r) + ", " + std::to_string(c) +
+                "]: it cannot be quantised to int8 (--weights int8)");
+  }
   return q8;
 }
 
 void QuantizeWeightsQ8(ThreadPool& pool, const KernelTable& kernels, const ModelConfig& config,
                        ModelWeights& weights) {
-  std::vector<WeightMatrix*> targets;
+  std::vector<std::pair<std::string, WeightMatrix*>> targets;
   ForEachTensor(config, weights, [&](const TensorSlot& slot) {
     if (slot.matrix != nullptr && !KeepsLoadedDtype(slot.name) &&
         slot.matrix->dtype != DType::kI8) {
-      targets.push_back(slot.matrix);
+      targets.emplace_back(slot.name, slot.matrix);
     }
   });
-  if (config.tie_word_embeddings) targets.push_back(&weights.lm_head);  // a separate Q8 copy
-  for (WeightMatrix* m : targets) *m = QuantizeMatrixQ8(&pool, kernels, *m, weights);
+  if (config.tie_word_embeddings) {
+    targets.emplace_back("lm_head (tied to model.embed_tokens.weight)", &weights.lm_head);
+  }
+  for (auto& [name, m] : targets) *m = QuantizeMatrixQ8(&pool, kernels, *m, weights, name);
 }
 
 void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,

@@ -20,9 +20,11 @@ bool KeepsLoadedDtype(const std::string& tensor_name);
 
 // Returns a Q8 copy of `source`, packed for the kernels (Q8Layout::kPacked16; storage owned by
 // `weights`); rows in parallel if `pool` is set, each by kernels.quantize_weight_row_q8 (every
-// table gives bitwise the same).
+// table gives bitwise the same). Throws Error naming `name` and the first [row, column] if
+// `source` holds NaN or inf.
 WeightMatrix QuantizeMatrixQ8(ThreadPool* pool, const KernelTable& kernels,
-                              const WeightMatrix& source, ModelWeights& weights);
+                              const WeightMatrix& source, ModelWeights& weights,
+                              const std::string& name);
 
 // Quantises every other matrix of `weights` to Q8 blocks (kernels/quant.h), rows in parallel.
 void QuantizeWeightsQ8(ThreadPool& pool, const KernelTable& kernels, const ModelConfig& config,

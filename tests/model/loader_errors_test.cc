@@ -158,6 +158,33 @@ TEST(LoaderErrorsTest, Fp8ScaleThatIsNotFiniteNamesTensorAndBlock) {
       << error;
 }
 
+TEST(LoaderErrorsTest, Int8QuantisationOfANanWeightNamesTensorAndPosition) {
+  const std::string dir = CopyModel("nan_weight");
+  const std::string name = "model.layers.1.mlp.experts.2.down_proj.weight";
+  int64_t cols = 0;
+  RewriteTensors(dir, [&](std::vector<TensorToWrite>& tensors) {
+    for (TensorToWrite& t : tensors) {
+      if (t.name != name) continue;
+      ASSERT_EQ(t.dtype, DType::kF32);
+      cols = t.shape[1];
+      const float nan = NAN;
+      std::memcpy(t.data.data() + (3 * cols + 5) * sizeof(float), &nan, sizeof(nan));
+      const float inf = -INFINITY;  // a later row: the error names the first
+      std::memcpy(t.data.data() + (7 * cols + 1) * sizeof(float), &inf, sizeof(inf));
+    }
+  });
+  ASSERT_GT(cols, 5);
+  EXPECT_EQ(LoadError(dir), "");  // as loaded (f32), the values are passed through
+  std::string error;
+  try {
+    Model::Load(dir, {.weights = WeightFormat::kInt8});
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_EQ(error, dir + ": tensor '" + name +
+                       "' holds NaN at [3, 5]: it cannot be quantised to int8 (--weights int8)");
+}
+
 // A packed Q8 copy of tiny-v2-lite, as `mlarun quantize` writes it.
 std::string CopyPackedQ8Model(const std::string& name) {
   const std::string src = testing::MakeTestModel("tiny-v2-lite");
