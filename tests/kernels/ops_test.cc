@@ -160,6 +160,15 @@ TEST(OpsSimdTest, SoftmaxMatchesReference) {
       }
       EXPECT_NEAR(sum, 1.0, 1e-6);
     }
+    // A NaN input poisons the whole row, as in the reference (not a quiet near-zero weight).
+    std::vector<float> with_nan = Random(20, 39, 3.0f), ref_nan;
+    with_nan[7] = NAN;
+    ref_nan = with_nan;
+    Reference().softmax(ref_nan.data(), 20);
+    k->softmax(with_nan.data(), 20);
+    for (size_t i = 0; i < with_nan.size(); ++i) {
+      EXPECT_TRUE(std::isnan(ref_nan[i]) && std::isnan(with_nan[i])) << i;
+    }
   }
 }
 

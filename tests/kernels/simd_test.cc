@@ -365,6 +365,21 @@ TEST_P(SimdTest, ExpMatchesStdExpToFloatPrecision) {
     const double expected = std::exp(static_cast<double>(std::max(x[i], -87.0f)));
     EXPECT_NEAR(y[i], expected, 1e-6 * expected + 1e-37) << x[i];
   }
+  // NaN propagates (as std::exp's does) through exp, SwiGLU and the softmax tile steps.
+  std::vector<float> with_nan = {1.0f, NAN, -2.0f, 0.5f, 3.0f, -1.0f, 2.0f, 0.0f, NAN};
+  const auto n = static_cast<int64_t>(with_nan.size());
+  std::vector<float> e = with_nan;
+  simd().exp(e.data(), n);
+  std::vector<float> gate = with_nan;
+  const std::vector<float> up(with_nan.size(), 1.0f);
+  simd().silu_mul(gate.data(), up.data(), n);
+  std::vector<float> tile = with_nan;
+  simd().exp_shift_sum(tile.data(), 3.0f, n);
+  for (size_t i = 0; i < with_nan.size(); ++i) {
+    EXPECT_EQ(std::isnan(e[i]), std::isnan(with_nan[i])) << i;
+    EXPECT_EQ(std::isnan(gate[i]), std::isnan(with_nan[i])) << i;
+    EXPECT_EQ(std::isnan(tile[i]), std::isnan(with_nan[i])) << i;
+  }
 }
 
 TEST_P(SimdTest, PvAccumulateMatchesScalar) {

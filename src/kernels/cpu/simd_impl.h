@@ -606,12 +606,13 @@ void Axpy(float a, const float* x, float* y, int64_t n) {
 // exp(x) = 2^n e^f with n = round(x log2(e)) and f = x - n ln2 in [-ln2/2, ln2/2], the
 // reduction done with ln2 split into a short high part and a low part (Cody & Waite 1980) so f
 // keeps full precision; e^f by its degree-7 Taylor polynomial (error < 2e-7 relative). Inputs are
-// clamped to [-87, 88].
+// clamped to [-87, 88]; NaN stays NaN (the x86 min / max return their second operand when either
+// is NaN, so x goes second: a NaN score or gate shows in the output instead of becoming e^-87).
 inline F ExpV(F x) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693145751953125f;
   constexpr float kLn2Lo = 1.428606765330187e-06f;
-  x = V::Min(V::Max(x, V::Set1(-87.0f)), V::Set1(88.0f));
+  x = V::Min(V::Set1(88.0f), V::Max(V::Set1(-87.0f), x));
   const F n = V::Round(V::Mul(x, V::Set1(kLog2e)));
   F f = V::Fma(n, V::Set1(-kLn2Hi), x);
   f = V::Fma(n, V::Set1(-kLn2Lo), f);
