@@ -221,10 +221,17 @@ TEST_P(SimdTest, ActivationQuantisationIsBitwiseScalar) {
 
 TEST_P(SimdTest, WeightQuantisationIsBitwiseScalar) {
   for (int64_t cols : {1, 17, 32, 100, 2048 + 5}) {
-    // Rows from 1e-9 (float16-subnormal and zero scales) to 6e4 (near the float16 maximum).
-    for (float magnitude : {1e-9f, 1e-5f, 1.0f, 6e4f}) {
+    // Rows from 1e-9 (float16-subnormal and zero scales) past 8.3e6 (scales that overflow
+    // float16 to inf, so every value quantises to 0).
+    for (float magnitude : {1e-9f, 1e-7f, 1e-5f, 1e-3f, 0.1f, 1.0f, 37.0f, 6e4f, 1e6f, 1e7f}) {
       std::vector<float> w = Random(static_cast<size_t>(cols), 23, magnitude);
-      if (cols >= 64) std::fill(w.begin() + 32, w.begin() + 64, 0.0f);  // an all-zero block
+      if (cols >= 64) std::fill(w.begin() + 32, w.begin() + 64, -0.0f);  // an all-zero block
+      if (cols >= 128) {
+        // Scales exactly halfway between two float16 values round to the even one: 1 + 2^-11
+        // to 1, 1 + 3 * 2^-11 to 1 + 2^-9.
+        w[64] = 127.0f * (1.0f + 0x1p-11f);
+        w[96] = -127.0f * (1.0f + 3 * 0x1p-11f);
+      }
       const int64_t padded = Q8PaddedCols(cols);
       std::vector<int8_t> q_ref(static_cast<size_t>(padded), 1), q(q_ref.size(), 2);
       std::vector<uint16_t> s_ref(static_cast<size_t>(padded / kQ8Block)), s(s_ref.size());
@@ -232,11 +239,15 @@ TEST_P(SimdTest, WeightQuantisationIsBitwiseScalar) {
       simd().quantize_weight_row_q8(w.data(), cols, q.data(), s.data());
       EXPECT_EQ(q, q_ref) << cols << " " << magnitude;
       EXPECT_EQ(s, s_ref) << cols << " " << magnitude;
+      if (cols >= 128 && magnitude < 1.0f) {  // the two halfway scales rounded to even
+        EXPECT_EQ(s[2], F32ToF16(1.0f));
+        EXPECT_EQ(s[3], F32ToF16(1.0f + 0x1p-9f));
+      }
       // The values were computed with the float16 scale: each within half a step of w.
       for (int64_t i = 0; i < cols; ++i) {
         const float scale = F16ToF32(s[static_cast<size_t>(i / kQ8Block)]);
         const float wi = w[static_cast<size_t>(i)];
-        if (scale > 0.0f && std::abs(wi / scale) < 127.0f) {
+        if (scale > 0.0f && std::isfinite(scale) && std::abs(wi / scale) < 127.0f) {
           ASSERT_LE(std::abs(q[static_cast<size_t>(i)] * scale - wi), 0.5f * scale * 1.0001f)
               << cols << " " << magnitude << " " << i;
         }

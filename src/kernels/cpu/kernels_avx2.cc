@@ -220,6 +220,16 @@ struct V {
     return mlarun::QuantizeGroupI8(x, n, q, scale);
   }
   static F ToFloat(Q a) { return _mm256_cvtepi32_ps(a); }
+  static F Abs(F x) { return _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff))); }
+  // half[i] = x[i] rounded to float16 (to nearest even, F16C) and back[i] = its value, i < n <= 8.
+  static void RoundToF16(const float* x, int n, uint16_t* half, float* back) {
+    const __m128i h =
+        _mm256_cvtps_ph(LoadTail(x, n), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    alignas(16) uint16_t lanes[8];
+    _mm_store_si128(reinterpret_cast<__m128i*>(lanes), h);
+    std::copy_n(lanes, n, half);
+    StoreTail(back, _mm256_cvtph_ps(h), n);
+  }
   static F LoadF16(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }

@@ -206,6 +206,15 @@ struct V {
     return _mm512_reduce_add_epi32(sum);
   }
   static F ToFloat(Q a) { return _mm512_cvtepi32_ps(a); }
+  static F Abs(F x) { return _mm512_abs_ps(x); }
+  // half[i] = x[i] rounded to float16 (to nearest even) and back[i] = its value, i < n <= 16.
+  static void RoundToF16(const float* x, int n, uint16_t* half, float* back) {
+    const auto mask = static_cast<__mmask16>((1u << n) - 1u);
+    const __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(mask, x),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_mask_storeu_epi16(half, mask, h);
+    _mm512_mask_storeu_ps(back, mask, _mm512_cvtph_ps(h));
+  }
   static F LoadF16(const uint16_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }

@@ -719,15 +719,33 @@ void QuantizeActivationRowQ8V(const float* x, int64_t cols, int8_t* q, float* sc
       x, cols, q, [&](int64_t b, float scale) { return scales[b] = scale; }, sums);
 }
 
-// QuantizeWeightRowQ8 (quant.h): float16 scales, values quantised with the rounded scale.
+// QuantizeWeightRowQ8 (quant.h): float16 scales, values quantised with the rounded scale. Per
+// chunk of kW blocks: their maxima, then all kW scales rounded to float16 and back at once
+// (V::RoundToF16, to nearest even like F32ToF16), then the values; one block at a time, the
+// division and the scalar float16 round trip made a dependency chain per 32 values.
 void QuantizeWeightRowQ8V(const float* w, int64_t cols, int8_t* q, uint16_t* scales) {
-  V::QuantizeBlocksQ8(
-      w, cols, q,
-      [&](int64_t b, float scale) {
-        scales[b] = F32ToF16(scale);
-        return F16ToF32(scales[b]);
-      },
-      nullptr);
+  const int64_t n_blocks = Q8PaddedCols(cols) / kQ8Block;
+  alignas(64) float raw[kW];
+  alignas(64) float rounded[kW];
+  for (int64_t b0 = 0; b0 < n_blocks; b0 += kW) {
+    const int chunk = static_cast<int>(std::min<int64_t>(kW, n_blocks - b0));
+    for (int j = 0; j < chunk; ++j) {
+      const int64_t begin = (b0 + j) * kQ8Block;
+      const int64_t n = std::clamp<int64_t>(cols - begin, 0, kQ8Block);
+      F m = V::Zero();
+      for (int64_t i = 0; i < n; i += kW) {
+        const int left = static_cast<int>(std::min<int64_t>(kW, n - i));
+        m = V::Max(m,
+                   V::Abs(left == kW ? V::Load(w + begin + i) : V::LoadTail(w + begin + i, left)));
+      }
+      raw[j] = MaxLane(m) / 127.0f;
+    }
+    V::RoundToF16(raw, chunk, scales + b0, rounded);
+    const int64_t begin = b0 * kQ8Block;
+    V::QuantizeBlocksQ8(
+        w + begin, std::min<int64_t>(cols - begin, int64_t{chunk} * kQ8Block), q + begin,
+        [&](int64_t b, float /*raw scale*/) { return rounded[b]; }, nullptr);
+  }
 }
 
 const KernelTable kTable = {.isa = V::kIsa,
