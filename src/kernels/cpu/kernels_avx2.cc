@@ -179,7 +179,6 @@ struct V {
   static void QuantizeBlocksQ8(const float* x, int64_t cols, int8_t* q, UseScale use_scale,
                                int32_t* sums) {
     const int64_t n_blocks = Q8PaddedCols(cols) / kQ8Block;
-    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     const __m256 lo = _mm256_set1_ps(-127.0f);
     const __m256 hi = _mm256_set1_ps(127.0f);
     // packs_epi32 / packs_epi16 interleave the 128-bit lanes: this restores the value order.
@@ -192,7 +191,7 @@ struct V {
       for (int j = 0; j < 4; ++j) {
         const int left = static_cast<int>(std::clamp<int64_t>(n - 8 * j, 0, 8));
         v[j] = left == 8 ? _mm256_loadu_ps(x + begin + 8 * j) : LoadTail(x + begin + 8 * j, left);
-        max_abs = _mm256_max_ps(max_abs, _mm256_and_ps(v[j], abs_mask));
+        max_abs = _mm256_max_ps(max_abs, Abs(v[j]));
       }
       __m128 m = _mm_max_ps(_mm256_castps256_ps128(max_abs), _mm256_extractf128_ps(max_abs, 1));
       m = _mm_max_ps(m, _mm_movehl_ps(m, m));
