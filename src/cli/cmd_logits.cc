@@ -28,14 +28,7 @@ int RunLogits(const LogitsArgs& args) {
   const std::unique_ptr<Model> model = LoadModel(args.model, pool, &exec.k);
   const std::unique_ptr<KvCache> cache = MakeKvCache(*model, args.kv);
   const std::vector<int32_t> ids = ParseIdList(args.ids, "--ids");
-  MlaPath path = MlaPath::kAuto;
-  if (args.attention == "naive") {
-    path = MlaPath::kNaive;
-  } else if (args.attention == "absorbed") {
-    path = MlaPath::kAbsorbed;
-  } else if (args.attention != "auto") {
-    throw Error("--attention: '" + args.attention + "' is not one of auto, naive, absorbed");
-  }
+  const MlaPath path = ParseMlaPath(args.attention, "--attention");
   int64_t chunk = static_cast<int64_t>(ids.size());
   if (args.mode == "decode") {
     chunk = 1;

@@ -32,6 +32,7 @@ struct ServeArgs {
   int max_running = 64;
   int prefill_chunk = 256;
   int max_prefill_tokens = 512;
+  std::string prefill_attention = "auto";
   bool no_prefix_cache = false;
   std::string prefix_cache_dir;
   std::string prefix_cache_disk_budget = "10GiB";
@@ -106,6 +107,7 @@ int RunServe(const ServeArgs& args) {
 
   EngineOptions options{.prefill_chunk = args.prefill_chunk,
                         .max_prefill_tokens = args.max_prefill_tokens,
+                        .prefill_mla = ParseMlaPath(args.prefill_attention, "--prefill-attention"),
                         .max_running = args.max_running,
                         .max_context = args.max_context,
                         .prefix_caching = !args.no_prefix_cache,
@@ -202,6 +204,10 @@ void RegisterServe(CLI::App& app, int* exit_code) {
   cmd->add_option("--prefill-chunk", args->prefill_chunk, "Prefill chunk size (positions)")
       ->capture_default_str();
   cmd->add_option("--max-prefill-tokens", args->max_prefill_tokens, "Prefill tokens per step")
+      ->capture_default_str();
+  cmd->add_option("--prefill-attention", args->prefill_attention,
+                  "MLA path of prefill chunks: auto (per chunk, the one with fewer multiply-adds), "
+                  "naive (results bitwise independent of prefix-cache hits) or absorbed")
       ->capture_default_str();
   cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Disable prefix caching");
   cmd->add_option("--prefix-cache-dir", args->prefix_cache_dir,

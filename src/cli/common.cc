@@ -132,6 +132,13 @@ DType ParseKvDtype(const std::string& text) {
   return dtype;
 }
 
+MlaPath ParseMlaPath(const std::string& text, const std::string& option) {
+  if (text == "auto") return MlaPath::kAuto;
+  if (text == "naive") return MlaPath::kNaive;
+  if (text == "absorbed") return MlaPath::kAbsorbed;
+  throw Error(option + ": '" + text + "' is not one of auto, naive, absorbed");
+}
+
 std::unique_ptr<KvCache> MakeKvCache(const Model& model, const KvArgs& args) {
   if (args.kv_block_size <= 0) throw Error("--kv-block-size must be positive");
   const KvCacheOptions options{.block_size = args.kv_block_size,

@@ -65,6 +65,8 @@ uint64_t ParseByteSize(const std::string& text, const std::string& option);
 // Parses "1,2,3" into token ids; throws Error naming `option`.
 std::vector<int32_t> ParseIdList(const std::string& text, const std::string& option);
 DType ParseKvDtype(const std::string& text);
+// Parses "auto", "naive" or "absorbed"; throws Error naming `option`.
+MlaPath ParseMlaPath(const std::string& text, const std::string& option);
 // Prints, per MoE layer, tokens per routed expert: min / max / mean / coefficient of variation
 // (and every count with `verbose`), to stderr.
 void PrintExpertStats(const ExpertStats& stats, bool verbose);

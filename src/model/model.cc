@@ -18,11 +18,36 @@ namespace mlarun {
 
 namespace {
 
-// Sequences with at least this many new tokens in a batch use the naive MLA path in kAuto: the
-// expansion of the context is then cheaper than 576-wide attention for every query head.
-constexpr int64_t kNaiveMinTokens = 32;
+// The attention shape of a sequence's new tokens from the spans each sees.
+MlaChunkShape ChunkShape(const SequenceSlice& slice,
+                         const std::vector<std::vector<KvSpan>>& spans) {
+  MlaChunkShape shape{.new_tokens = static_cast<int64_t>(slice.token_indices.size())};
+  int64_t most_visible = 0;
+  for (const int32_t t : slice.token_indices) {
+    int64_t visible = 0;
+    for (const KvSpan& span : spans[static_cast<size_t>(t)]) visible += span.n_rows;
+    shape.attended_rows += visible;
+    most_visible = std::max(most_visible, visible);
+  }
+  // Each later query sees at most one row more (its own); the rows are those of the cache.
+  shape.expanded_rows = std::min(most_visible + shape.new_tokens - 1, slice.n_written);
+  return shape;
+}
 
 }  // namespace
+
+bool NaiveMlaIsCheaper(const ModelConfig& c, const MlaChunkShape& shape) {
+  const int64_t heads = c.num_attention_heads;
+  const int64_t per_row_or_token =
+      heads * c.kv_lora_rank * (c.qk_nope_head_dim + c.v_head_dim);  // H r (dn + dv)
+  const int64_t naive_per_pair = heads * (c.qk_nope_head_dim + c.qk_rope_head_dim + c.v_head_dim);
+  const int64_t absorbed_per_pair = heads * (2 * int64_t{c.kv_lora_rank} + c.qk_rope_head_dim);
+  const double naive = static_cast<double>(per_row_or_token) * shape.expanded_rows +
+                       static_cast<double>(naive_per_pair) * shape.attended_rows;
+  const double absorbed = static_cast<double>(per_row_or_token) * shape.new_tokens +
+                          static_cast<double>(absorbed_per_pair) * shape.attended_rows;
+  return naive <= absorbed;
+}
 
 bool Pack16BitFor(FileLoad file_load, const KernelTable& kernels) {
   return file_load == FileLoad::kCopy && kernels.packed_bf16_fastest;
@@ -212,12 +237,6 @@ void Model::Forward(Exec& exec, KvCache& cache, std::span<const BatchToken> batc
     slice.token_indices.push_back(static_cast<int32_t>(t));
     ++slice.n_written;
   }
-  for (SequenceSlice& slice : sequences) {
-    const int64_t new_tokens = static_cast<int64_t>(slice.token_indices.size());
-    slice.use_naive_mla = options.mla_path == MlaPath::kNaive ||
-                          (options.mla_path == MlaPath::kAuto && new_tokens >= kNaiveMinTokens);
-  }
-
   // Per token: RoPE cos/sin and the spans of cache rows it sees (the same in every layer).
   const int pairs = rope_.n_pairs();
   std::vector<float> cos(static_cast<size_t>(n * pairs));
@@ -227,6 +246,11 @@ void Model::Forward(Exec& exec, KvCache& cache, std::span<const BatchToken> batc
     const BatchToken& token = batch[static_cast<size_t>(t)];
     rope_.CosSin(token.pos, cos.data() + t * pairs, sin.data() + t * pairs);
     cache.VisibleSpans(token.seq, token.pos, &spans[static_cast<size_t>(t)]);
+  }
+  for (SequenceSlice& slice : sequences) {
+    slice.use_naive_mla =
+        options.mla_path == MlaPath::kNaive ||
+        (options.mla_path == MlaPath::kAuto && NaiveMlaIsCheaper(c, ChunkShape(slice, spans)));
   }
 
   // Residual stream, normalised input and branch output: [n, hidden] each, from the arena (a

@@ -30,10 +30,32 @@ struct BatchToken {
 
 // How MLA attention is computed.
 enum class MlaPath {
-  kAuto,   // naive for prefill chunks (>= kNaiveMinTokens new tokens of a sequence), else absorbed
-  kNaive,  // expand the latent to per-head K/V (MHA 192/128)
+  kAuto,      // per sequence, the path with fewer multiply-adds (NaiveMlaIsCheaper)
+  kNaive,     // expand the latent to per-head K/V (MHA 192/128)
   kAbsorbed,  // W_uk folded into q, W_uv after attention over the latent (MQA 576/512)
 };
+
+// The attention work of one sequence's new tokens in a forward pass.
+struct MlaChunkShape {
+  int64_t new_tokens = 0;     // queries
+  int64_t expanded_rows = 0;  // distinct cache rows they see (what the naive path expands)
+  int64_t attended_rows = 0;  // sum over the queries of the rows each sees
+};
+
+// Whether the naive MLA path costs fewer multiply-adds per layer than the absorbed one (both
+// forms of MLA attention: DeepSeek-V2, arXiv 2405.04434, sec. 2.1.2, where absorbing W_uk into
+// the query and W_uv into the output is described for inference). With
+// H heads, latent r = kv_lora_rank, dn/dr/dv = qk_nope/qk_rope/v head dims:
+//   naive    = H r (dn + dv) expanded_rows + H (dn + dr + dv) attended_rows
+//   absorbed = H r (dn + dv) new_tokens    + H (2 r + dr)     attended_rows
+// (the absorbed path multiplies each query by W_uk and each output by W_uv, H r (dn + dv) per
+// token; the naive one expands each row by W_uk and W_uv instead). Projections and the MLP are
+// the same on both paths. After a context of D tokens, n new ones cost 12,288 (n D + n (n + 1) / 2)
+// more multiply-adds absorbed and 2,097,152 D more naive per layer and 16 heads with
+// DeepSeek-V2/V3's head dims: the absorbed path wins up to 167 new tokens at depth 4,096 (158 at
+// 1,024, 170 as the depth grows), the naive one at depth 0. Measured on a 2-core AVX2 VM
+// (engine_bench PrefillAtDepth), the faster path switches between 128 and 256 new tokens.
+bool NaiveMlaIsCheaper(const ModelConfig& config, const MlaChunkShape& shape);
 
 // Per MoE layer, how many tokens each routed expert received.
 struct ExpertStats {

@@ -62,9 +62,15 @@ struct EngineOptions {
   // sequence's chunks never depend on what else is running.
   int prefill_chunk = 256;
   int max_prefill_tokens = 512;  // per step, whole chunks only (at least one chunk)
-  int max_running = 64;          // sequences admitted at once
-  int64_t max_context = 0;       // tokens per sequence; 0: the model's max_position_embeddings
-  bool prefix_caching = true;    // needs the full KV policy; ignored otherwise
+  // MLA path of prefill chunks. kAuto picks per chunk the one with fewer multiply-adds (after a
+  // prefix-cache hit or deep in a conversation, a short chunk attends over the latent instead of
+  // re-expanding the whole context), from the chunk's own length and depth only, so batching
+  // never changes a sequence's numbers. kNaive keeps them bitwise independent of cache hits too
+  // (a hit moves where prefill starts, and with it the path of the tokens after it).
+  MlaPath prefill_mla = MlaPath::kAuto;
+  int max_running = 64;        // sequences admitted at once
+  int64_t max_context = 0;     // tokens per sequence; 0: the model's max_position_embeddings
+  bool prefix_caching = true;  // needs the full KV policy; ignored otherwise
   std::optional<DiskCacheOptions> disk_cache;  // with prefix caching; fingerprint etc. filled in
   uint64_t fingerprint = 0;  // model identity (FingerprintModel), seeds the prefix hash chain
   std::function<void(const std::string&)> log;  // one line per event worth logging

@@ -1,10 +1,11 @@
 // Continuous batching. A step: admit queued requests (FIFO) while the KV pool can hold their
 // prompts; reserve one row for every decoding sequence (evicting unreferenced prefix blocks, then
 // preempting the newest sequence when the pool is out); schedule whole prefill chunks up to the
-// step's token budget; run one absorbed-MLA pass over all decode tokens and one naive-MLA pass over
-// the prefill chunks. Each sequence's numbers are therefore independent of the others: decode is
-// always one absorbed token, prefill always naive with chunk ends on a fixed position grid, and
-// the kernels are batch-invariant per token (docs/architecture.md).
+// step's token budget; run one absorbed-MLA pass over all decode tokens and one pass over the
+// prefill chunks (each chunk's MLA path chosen from that chunk alone, EngineOptions::prefill_mla).
+// Each sequence's numbers are therefore independent of the others: decode is always one absorbed
+// token, prefill chunk ends lie on a fixed position grid, and the kernels are batch-invariant per
+// token (docs/architecture.md).
 #include "runtime/scheduler.h"
 
 #include <algorithm>
@@ -258,7 +259,7 @@ void Scheduler::RunPrefill(const std::vector<Chunk>& chunks) {
   logits_.resize(std::max<size_t>(n_logits, 1) * static_cast<size_t>(vocab_));
   const Clock::time_point start = Clock::now();
   try {
-    model_.Forward(exec_, cache_, batch_, {.mla_path = MlaPath::kNaive}, logits_.data());
+    model_.Forward(exec_, cache_, batch_, {.mla_path = options_.prefill_mla}, logits_.data());
   } catch (const std::exception& e) {
     for (const Chunk& c : chunks) Finish(c.seq, FinishReason::kError, e.what());
     return;

@@ -120,11 +120,19 @@ TEST_P(ModelInvariantTest, PagedEqualsContiguousAndThreadsDoNotMatter) {
 TEST_P(ModelInvariantTest, WindowCoveringTheSequenceEqualsFull) {
   const auto model = Model::Load(testing::MakeTestModel(GetParam()));
   const auto ids = TestIds(24);
-  const auto full = RunLogits(*model, ids, {.chunk = 5});
-  const auto windowed = RunLogits(*model, ids, {.chunk = 5, .policy = "window:24,sinks:2"});
-  const auto narrow = RunLogits(*model, ids, {.chunk = 5, .policy = "window:6"});
+  // Absorbed MLA (and GQA) read the same rows through the same kernel either way: bitwise.
+  const auto full = RunLogits(*model, ids, {.chunk = 5, .path = MlaPath::kAbsorbed});
+  const auto windowed = RunLogits(
+      *model, ids, {.chunk = 5, .path = MlaPath::kAbsorbed, .policy = "window:24,sinks:2"});
+  const auto narrow =
+      RunLogits(*model, ids, {.chunk = 5, .path = MlaPath::kAbsorbed, .policy = "window:6"});
   EXPECT_EQ(full, windowed);
   EXPECT_GT(MaxAbsDiff(full, narrow), 1e-3);  // a real window changes the result
+  // Naive MLA under the full policy takes dense GEMM tiles, under a window the row kernel.
+  const auto naive_full = RunLogits(*model, ids, {.chunk = 5, .path = MlaPath::kNaive});
+  const auto naive_windowed =
+      RunLogits(*model, ids, {.chunk = 5, .path = MlaPath::kNaive, .policy = "window:24,sinks:2"});
+  EXPECT_LT(MaxAbsDiff(naive_full, naive_windowed), 1e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, ModelInvariantTest,

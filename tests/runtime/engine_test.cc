@@ -74,27 +74,40 @@ class EngineTest : public ::testing::Test {
 Model* EngineTest::model_ = nullptr;
 
 TEST_F(EngineTest, SixteenConcurrentGreedyRequestsMatchEachAlone) {
-  auto cache = MakeCache(64 << 20);
-  Engine engine(*model_, exec_, *cache, {.prefill_chunk = 64, .max_prefill_tokens = 128});
-  std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < 16; ++i) prompts.push_back(RandomPrompt(100 + i, 3 + 23 * i));  // 3 .. 348
-  std::vector<Outcome> alone(16);
-  for (int i = 0; i < 16; ++i) {
-    Submit(engine, prompts[i], 12, &alone[i]);
+  // Naive prefill keeps a sequence's numbers independent of batching and of prefix-cache hits
+  // (which move where its prefill starts); the default per-chunk choice keeps them independent
+  // of batching (with the cache off, every round prefills the same chunks).
+  for (const bool naive_with_prefix_cache : {true, false}) {
+    SCOPED_TRACE(naive_with_prefix_cache ? "naive prefill, prefix cache" : "auto, no cache");
+    auto cache = MakeCache(64 << 20);
+    EngineOptions options{.prefill_chunk = 64, .max_prefill_tokens = 128};
+    if (naive_with_prefix_cache) {
+      options.prefill_mla = MlaPath::kNaive;
+    } else {
+      options.prefix_caching = false;
+    }
+    Engine engine(*model_, exec_, *cache, options);
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < 16; ++i) prompts.push_back(RandomPrompt(100 + i, 3 + 23 * i));  // 3 .. 348
+    std::vector<Outcome> alone(16);
+    for (int i = 0; i < 16; ++i) {
+      Submit(engine, prompts[i], 12, &alone[i]);
+      RunToEnd(engine);
+    }
+    std::vector<Outcome> together(16);
+    for (int i = 0; i < 16; ++i) Submit(engine, prompts[i], 12, &together[i]);
     RunToEnd(engine);
+    for (int i = 0; i < 16; ++i) {
+      ASSERT_TRUE(together[i].done);
+      EXPECT_EQ(together[i].reason, FinishReason::kLength);
+      EXPECT_EQ(together[i].tokens, alone[i].tokens) << "request " << i;
+    }
+    const EngineStats stats = engine.Stats();
+    EXPECT_EQ(stats.kv_blocks_used, 0);
+    EXPECT_EQ(stats.running + stats.waiting, 0);
+    // With the cache, the second round reused the first round's prefixes.
+    EXPECT_EQ(stats.prefix.hit_tokens > 0, naive_with_prefix_cache);
   }
-  std::vector<Outcome> together(16);
-  for (int i = 0; i < 16; ++i) Submit(engine, prompts[i], 12, &together[i]);
-  RunToEnd(engine);
-  for (int i = 0; i < 16; ++i) {
-    ASSERT_TRUE(together[i].done);
-    EXPECT_EQ(together[i].reason, FinishReason::kLength);
-    EXPECT_EQ(together[i].tokens, alone[i].tokens) << "request " << i;
-  }
-  const EngineStats stats = engine.Stats();
-  EXPECT_EQ(stats.kv_blocks_used, 0);
-  EXPECT_EQ(stats.running + stats.waiting, 0);
-  EXPECT_GT(stats.prefix.hit_tokens, 0);  // the second round reused the first round's prefixes
 }
 
 TEST_F(EngineTest, PreemptsUnderATinyBudgetAndFinishesEverythingWithoutLeaks) {
