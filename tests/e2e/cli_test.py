@@ -58,7 +58,10 @@ def main():
     expect_error("token outside vocab", [bin_, "logits", "--model", model, "--ids", "1,999999", "--out",
                                          work + "/l.npy"], "999999", "outside the vocabulary")
     expect_error("bad attention", [bin_, "logits", "--model", model, "--ids", ids, "--out", work + "/l.npy",
-                                   "--attention", "flash"], "--attention")
+                                   "--attention", "flash"], "--attention", "'flash'", "auto, naive, absorbed")
+    expect_error("bad prefill attention", [bin_, "serve", "--model", model, "--port", "0",
+                                           "--prefill-attention", "flash"],
+                 "--prefill-attention", "'flash'", "auto, naive, absorbed")
     # Unsupported architecture.
     arch = os.path.join(work, "arch")
     shutil.copytree(model, arch)
