@@ -49,7 +49,7 @@ TEST(NaiveMlaIsCheaperTest, CrossoversForDeepSeekV2Dims) {
   // A window of 256 rows: the naive path expands only 256 + 31 rows for 32 queries, 8,192
   // attended rows: 6.02e8 + 4.19e7 against 6.71e7 + 1.43e8 multiply-adds: absorbed still.
   EXPECT_FALSE(NaiveMlaIsCheaper(
-      c, {.new_tokens = 32, .expanded_rows = 256 + 31, .attended_rows = 32 * 256}));
+      c, {.new_tokens = 32, .expanded_rows = 256 + 31, .attended_rows = int64_t{32} * 256}));
 }
 
 class MlaAutoPathTest : public ::testing::Test {
