@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
       ->Iterations(1)
       ->UseManualTime()
       ->Unit(benchmark::kMillisecond);
-  // {new tokens, path} after a context of 1,024 or 4,096 tokens: a chat turn, a prefix-cache hit.
+  // New tokens after a context of 1,024 or 4,096 tokens: a chat turn, a prefix-cache hit.
   std::vector<std::unique_ptr<mlarun::CachedContext>> contexts;
   if (setup.prefill_at_depth) {
     for (const int64_t depth : {1024, 4096}) {

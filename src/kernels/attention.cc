@@ -292,9 +292,7 @@ namespace {
 // one shorter).
 void SplitIntoChunks(std::span<const KvSpan> spans, std::vector<std::vector<KvSpan>>* chunks) {
   chunks->clear();
-  int64_t total = 0;
-  for (const KvSpan& span : spans) total += span.n_rows;
-  const int32_t chunk_rows = AttentionChunkRows(total);
+  const int32_t chunk_rows = AttentionChunkRows(TotalRows(spans));
   int32_t room = 0;
   for (KvSpan span : spans) {
     while (span.n_rows > 0) {

@@ -50,6 +50,13 @@ struct KvSpan {
   float score_bias = 0.0f;
 };
 
+// Rows a query sees through `spans`.
+inline int64_t TotalRows(std::span<const KvSpan> spans) {
+  int64_t total = 0;
+  for (const KvSpan& span : spans) total += span.n_rows;
+  return total;
+}
+
 // Running softmax state of `n_head` query heads: max score, sum of exp, weighted V sum.
 struct AttentionPartial {
   float* max_score;  // [n_head]

@@ -24,8 +24,7 @@ MlaChunkShape ChunkShape(const SequenceSlice& slice,
   MlaChunkShape shape{.new_tokens = static_cast<int64_t>(slice.token_indices.size())};
   int64_t most_visible = 0;
   for (const int32_t t : slice.token_indices) {
-    int64_t visible = 0;
-    for (const KvSpan& span : spans[static_cast<size_t>(t)]) visible += span.n_rows;
+    const int64_t visible = TotalRows(spans[static_cast<size_t>(t)]);
     shape.attended_rows += visible;
     most_visible = std::max(most_visible, visible);
   }
