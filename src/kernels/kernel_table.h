@@ -50,6 +50,11 @@ struct KernelTable {
   // Quantises one activation row for matmul_rows_q8 (quant.h, QuantizeActivationRowQ8 is the
   // reference; every version gives bitwise the same values, scales and block sums).
   void (*quantize_row_q8)(const float* x, int64_t cols, int8_t* q, float* scales, int32_t* sums);
+  // Optional: set if matmul_rows_q8 reads the sign split of its activations (quant.h,
+  // SplitQ8Row is the reference; every version gives bitwise the same), which
+  // QuantizeActivationsQ8 then must be given.
+  void (*split_q8_row)(const int8_t* q, int64_t padded_cols, uint8_t* magnitudes,
+                       uint8_t* sign_masks, int32_t* negative_sums);
   // Quantises one weight row to Q8 blocks with float16 scales (quant.h, QuantizeWeightRowQ8 is
   // the reference; every version gives bitwise the same values and scales). Load-time work of
   // `--weights int8`.

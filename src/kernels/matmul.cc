@@ -217,7 +217,7 @@ void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs) {
       in.form = form;
       if (form == InputForm::kQ8) {
         QuantizeActivationsQ8(job.x, job.n_tokens, job.w->cols, &in.q8, &exec.pool,
-                              exec.k.quantize_row_q8);
+                              exec.k.quantize_row_q8, exec.k.split_q8_row);
       } else if (form == InputForm::kBf16 || form == InputForm::kBf16Tiles) {
         in.bf16.resize(static_cast<size_t>(job.n_tokens * job.w->cols));
         RoundToBf16(exec, job.x, static_cast<int64_t>(in.bf16.size()), in.bf16.data());

@@ -70,8 +70,22 @@ void QuantizeWeightRowQ8(const float* w, int64_t cols, int8_t* q, uint16_t* scal
   });
 }
 
+void SplitQ8Row(const int8_t* q, int64_t padded_cols, uint8_t* magnitudes, uint8_t* sign_masks,
+                int32_t* negative_sums) {
+  for (int64_t b = 0; b < padded_cols / kQ8Block; ++b) {
+    int32_t negative_sum = 0;
+    for (int64_t i = b * kQ8Block; i < (b + 1) * kQ8Block; ++i) {
+      const int32_t v = q[i];
+      magnitudes[i] = static_cast<uint8_t>(v < 0 ? -v : v);
+      sign_masks[i] = v < 0 ? 0x7f : 0x80;
+      if (v < 0) negative_sum -= v;
+    }
+    negative_sums[b] = negative_sum;
+  }
+}
+
 void QuantizeActivationsQ8(const float* x, int64_t n_tokens, int64_t cols, Q8Activations* out,
-                           ThreadPool* pool, QuantizeRowFn row_fn) {
+                           ThreadPool* pool, QuantizeRowFn row_fn, SplitQ8RowFn split_fn) {
   out->n_tokens = n_tokens;
   out->cols = cols;
   out->padded_cols = Q8PaddedCols(cols);
@@ -79,9 +93,19 @@ void QuantizeActivationsQ8(const float* x, int64_t n_tokens, int64_t cols, Q8Act
   const int64_t n_blocks = out->padded_cols / kQ8Block;
   out->scales.resize(static_cast<size_t>(n_tokens * n_blocks));
   out->sums.resize(static_cast<size_t>(n_tokens * n_blocks));
+  const size_t split_values = split_fn != nullptr ? out->values.size() : 0;
+  out->magnitudes.resize(split_values);
+  out->sign_masks.resize(split_values);
+  out->negative_sums.resize(split_fn != nullptr ? out->sums.size() : 0);
   auto quantize_token = [&](int64_t t) {
-    row_fn(x + t * cols, cols, out->values.data() + t * out->padded_cols,
-           out->scales.data() + t * n_blocks, out->sums.data() + t * n_blocks);
+    int8_t* q = out->values.data() + t * out->padded_cols;
+    row_fn(x + t * cols, cols, q, out->scales.data() + t * n_blocks,
+           out->sums.data() + t * n_blocks);
+    if (split_fn != nullptr) {
+      split_fn(q, out->padded_cols, out->magnitudes.data() + t * out->padded_cols,
+               out->sign_masks.data() + t * out->padded_cols,
+               out->negative_sums.data() + t * n_blocks);
+    }
   };
   // Prefill batches in parallel (8 tokens per item); decode batches are too small to hand off.
   constexpr int64_t kTokensPerItem = 8;

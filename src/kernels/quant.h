@@ -25,7 +25,19 @@ struct Q8Activations {
 
   const int8_t* Row(int64_t t) const { return values.data() + t * padded_cols; }
   const float* Scales(int64_t t) const { return scales.data() + t * (padded_cols / kQ8Block); }
+  // Filled only when QuantizeActivationsQ8 is given a split function (KernelTable::split_q8_row,
+  // SplitQ8Row: tables whose int8 products have no u8 x s8 dot instruction, AVX2).
+  std::vector<uint8_t> magnitudes;     // [n_tokens, padded_cols]: |value|
+  std::vector<uint8_t> sign_masks;     // [n_tokens, padded_cols]: 0x80 if value >= 0, else 0x7f
+  std::vector<int32_t> negative_sums;  // [n_tokens, padded_cols / kQ8Block]: sum of -value < 0
+
   const int32_t* Sums(int64_t t) const { return sums.data() + t * (padded_cols / kQ8Block); }
+  bool HasSplit() const { return negative_sums.size() == sums.size(); }
+  const uint8_t* Magnitudes(int64_t t) const { return magnitudes.data() + t * padded_cols; }
+  const uint8_t* SignMasks(int64_t t) const { return sign_masks.data() + t * padded_cols; }
+  const int32_t* NegativeSums(int64_t t) const {
+    return negative_sums.data() + t * (padded_cols / kQ8Block);
+  }
 };
 
 // Quantises one activation row of `cols` values: q [padded cols, zero-padded to a multiple of
@@ -38,11 +50,27 @@ int32_t QuantizeGroupI8(const float* x, int64_t n, int8_t* q, float* scale);
 using QuantizeRowFn = void (*)(const float* x, int64_t cols, int8_t* q, float* scales,
                                int32_t* sums);
 
-// Quantises x [n_tokens, cols] into `out` (buffers reused) with `row_fn`; tokens in parallel on
-// `pool` if set.
+// The sign split of a quantised activation row q [padded_cols] (the reference for
+// KernelTable::split_q8_row): magnitudes |q|, sign masks (0x80 where q >= 0, 0x7f where q < 0)
+// and per block of 32 the sum of |q| over its negative values. With a weight stored as
+// u = w + 128 (packed Q8), u ^ 0x80 = w and u ^ 0x7f = -w - 1, so
+//   |q| * (u ^ mask) = q w            for q >= 0,
+//                    = q w - |q|      for q < 0,
+// and a block's sum of |q| (u ^ mask) plus its negative sum is its dot product sum q w: one
+// unsigned x signed byte product per value (vpmaddubsw) after one xor, whose pairs stay within
+// 2 * 127 * 128 < 2^15 (no saturation), instead of taking |w| and moving w's sign onto q.
+void SplitQ8Row(const int8_t* q, int64_t padded_cols, uint8_t* magnitudes, uint8_t* sign_masks,
+                int32_t* negative_sums);
+using SplitQ8RowFn = void (*)(const int8_t* q, int64_t padded_cols, uint8_t* magnitudes,
+                              uint8_t* sign_masks, int32_t* negative_sums);
+
+// Quantises x [n_tokens, cols] into `out` (buffers reused) with `row_fn`, and splits each row
+// with `split_fn` if set (else the split fields are left empty); tokens in parallel on `pool` if
+// set.
 void QuantizeActivationsQ8(const float* x, int64_t n_tokens, int64_t cols, Q8Activations* out,
                            ThreadPool* pool = nullptr,
-                           QuantizeRowFn row_fn = QuantizeActivationRowQ8);
+                           QuantizeRowFn row_fn = QuantizeActivationRowQ8,
+                           SplitQ8RowFn split_fn = nullptr);
 // Quantises one weight row with float16 scales (values quantised with the rounded scale).
 void QuantizeWeightRowQ8(const float* w, int64_t cols, int8_t* q, uint16_t* scales);
 

@@ -250,6 +250,73 @@ TEST(PackedQ8Test, EveryIsaMatchesBlockwiseDoublesAndIsBitwiseEqualToScalar) {
   }
 }
 
+// The largest products: weights and activations of magnitude 127 in every sign pattern (the
+// pair sums of vpmaddubsw-based kernels at their bound), each block's integer dot product
+// checked by hand: x = +-127 everywhere (scale 1 / 127 for inputs +-1), w = +-127.
+TEST(PackedQ8Test, ExtremeValuesGiveExactBlockDotsOnEveryIsa) {
+  const int64_t rows = 32, cols = 128;
+  std::vector<float> w(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      // Row r: sign pattern by bits of (r + c) so rows differ; row 0 all +1, row 1 all -1.
+      const bool negative = r == 1 || (r >= 2 && ((r * 7 + c * 3) / (1 + r % 5)) % 2 == 1);
+      w[static_cast<size_t>(r * cols + c)] = negative ? -1.0f : 1.0f;
+    }
+  }
+  std::vector<float> x(static_cast<size_t>(2 * cols));
+  for (int64_t c = 0; c < cols; ++c) {
+    x[static_cast<size_t>(c)] = -1.0f;                             // token 0: all -127
+    x[static_cast<size_t>(cols + c)] = c % 3 == 0 ? 1.0f : -1.0f;  // token 1: mixed
+  }
+  const int64_t stride = Q8PaddedCols(cols), blocks = stride / kQ8Block;
+  std::vector<int8_t> q(static_cast<size_t>(rows * stride));
+  std::vector<uint16_t> scales(static_cast<size_t>(rows * blocks));
+  std::vector<uint8_t> values(static_cast<size_t>(PackedQ8ValueBytes(rows, cols)));
+  std::vector<uint16_t> packed_scales(static_cast<size_t>(PackedQ8ScaleCount(rows, cols)));
+  InitPackedQ8(rows, cols, values.data(), packed_scales.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    QuantizeWeightRowQ8(w.data() + r * cols, cols, q.data() + r * stride,
+                        scales.data() + r * blocks);
+    PackQ8Row(r, cols, q.data() + r * stride, scales.data() + r * blocks, values.data(),
+              packed_scales.data());
+  }
+  ASSERT_EQ(q[0], 127);
+  ASSERT_EQ(q[static_cast<size_t>(stride)], -127);
+  const WeightMatrix m{.dtype = DType::kI8,
+                       .rows = rows,
+                       .cols = cols,
+                       .data = values.data(),
+                       .q8_scales = packed_scales.data(),
+                       .q8_layout = Q8Layout::kPacked16};
+  // y = sum over blocks of (127 * 127 * sum of sign products) * (1 / 127)^2 in float: exactly
+  // the sum of sign products, an integer, when the float16 scale of 1 / 127 is used for w.
+  const float w_scale = F16ToF32(scales[0]);
+  ThreadPool pool(2);
+  for (Isa isa : SupportedIsas()) {
+    Exec exec{pool, GetKernelTable(isa)};
+    std::vector<float> y(static_cast<size_t>(2 * rows));
+    MatMul(exec, m, x.data(), 2, y.data());
+    for (int64_t t = 0; t < 2; ++t) {
+      for (int64_t r = 0; r < rows; ++r) {
+        double expected = 0;
+        for (int64_t b = 0; b < blocks; ++b) {
+          int64_t dot = 0;
+          for (int64_t c = b * kQ8Block; c < (b + 1) * kQ8Block; ++c) {
+            const int64_t wq = w[static_cast<size_t>(r * cols + c)] > 0 ? 127 : -127;
+            const int64_t xq = x[static_cast<size_t>(t * cols + c)] > 0 ? 127 : -127;
+            dot += wq * xq;
+          }
+          expected += static_cast<double>(dot) * w_scale * (1.0 / 127.0);
+        }
+        EXPECT_NEAR(y[static_cast<size_t>(t * rows + r)], expected, 1e-3)
+            << IsaName(isa) << " token " << t << " row " << r;
+      }
+    }
+    // Row 0 (all +127) against token 0 (all -127): -127 * 127 * 128 scaled back: about -128.
+    EXPECT_NEAR(y[0], -128.0 * w_scale * 127.0, 1e-3) << IsaName(isa);
+  }
+}
+
 TEST(PackedQ8Test, RowMajorQ8IsRefusedByMatMul) {
   const PackedQ8Fixture f(16, 64, 6);
   WeightMatrix row_major = f.m;

@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
 #include "kernels/packed_bf16.h"
@@ -219,6 +221,54 @@ TEST_P(SimdTest, ActivationQuantisationIsBitwiseScalar) {
   }
 }
 
+TEST_P(SimdTest, Q8SignSplitIsBitwiseScalar) {
+  if (simd().split_q8_row == nullptr) GTEST_SKIP() << "this table's Q8 tiles read no sign split";
+  const int64_t padded = 256;
+  std::vector<int8_t> q(static_cast<size_t>(padded));
+  Rng rng(31);
+  for (int8_t& v : q) v = static_cast<int8_t>(static_cast<int>(rng.NextU64() % 255) - 127);
+  for (int i = 0; i < kQ8Block; ++i) q[static_cast<size_t>(i)] = -127;  // the largest magnitudes
+  q[32] = 0;
+  q[33] = 127;
+  q[34] = -1;
+  std::vector<uint8_t> mag_ref(q.size()), mag(q.size(), 1), mask_ref(q.size()), mask(q.size(), 1);
+  std::vector<int32_t> neg_ref(static_cast<size_t>(padded / kQ8Block)), neg(neg_ref.size(), 1);
+  SplitQ8Row(q.data(), padded, mag_ref.data(), mask_ref.data(), neg_ref.data());
+  simd().split_q8_row(q.data(), padded, mag.data(), mask.data(), neg.data());
+  EXPECT_EQ(mag, mag_ref);
+  EXPECT_EQ(mask, mask_ref);
+  EXPECT_EQ(neg, neg_ref);
+  // Hand-checked values of the reference.
+  EXPECT_EQ(neg_ref[0], 32 * 127);
+  EXPECT_EQ(mag_ref[0], 127);
+  EXPECT_EQ(mask_ref[0], 0x7f);
+  EXPECT_EQ(mag_ref[32], 0);
+  EXPECT_EQ(mask_ref[32], 0x80);
+  EXPECT_EQ(mask_ref[33], 0x80);
+  EXPECT_EQ(mag_ref[34], 1);
+  EXPECT_EQ(mask_ref[34], 0x7f);
+  // The table's product refuses activations quantised without the split, naming what is missing.
+  const std::vector<float> x = Random(64, 32);
+  Q8Activations unsplit;
+  QuantizeActivationsQ8(x.data(), 1, 64, &unsplit);
+  std::vector<uint8_t> values(static_cast<size_t>(PackedQ8ValueBytes(16, 64)));
+  std::vector<uint16_t> scales(static_cast<size_t>(PackedQ8ScaleCount(16, 64)));
+  InitPackedQ8(16, 64, values.data(), scales.data());
+  const WeightMatrix m{.dtype = DType::kI8,
+                       .rows = 16,
+                       .cols = 64,
+                       .data = values.data(),
+                       .q8_scales = scales.data(),
+                       .q8_layout = Q8Layout::kPacked16};
+  std::vector<float> y(16);
+  try {
+    simd().matmul_rows_q8(m, 0, 16, unsplit, y.data(), 16);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("lack the sign split"), std::string::npos) << e.what();
+  }
+}
+
 TEST_P(SimdTest, WeightQuantisationIsBitwiseScalar) {
   for (int64_t cols : {1, 17, 32, 100, 2048 + 5}) {
     // Rows from 1e-9 (float16-subnormal and zero scales) past 8.3e6 (scales that overflow
@@ -309,7 +359,8 @@ TEST_P(SimdTest, PackedQ8MatMulIsBitwiseScalarCloseToFloatAndBatchInvariant) {
     const int64_t n = 9;
     const std::vector<float> x = Random(static_cast<size_t>(n * cols), 8);
     Q8Activations acts;
-    QuantizeActivationsQ8(x.data(), n, cols, &acts);
+    QuantizeActivationsQ8(x.data(), n, cols, &acts, nullptr, QuantizeActivationRowQ8,
+                          simd().split_q8_row);
     std::vector<float> expected(static_cast<size_t>(n * rows)), got(expected.size());
     scalar().matmul_rows_q8(m, 0, rows, acts, expected.data(), rows);
     simd().matmul_rows_q8(m, 0, rows, acts, got.data(), rows);
@@ -327,7 +378,8 @@ TEST_P(SimdTest, PackedQ8MatMulIsBitwiseScalarCloseToFloatAndBatchInvariant) {
     EXPECT_LT(std::sqrt(err / norm), 0.02) << cols;
     for (int64_t t = 0; t < n; ++t) {
       Q8Activations one;
-      QuantizeActivationsQ8(x.data() + t * cols, 1, cols, &one);
+      QuantizeActivationsQ8(x.data() + t * cols, 1, cols, &one, nullptr, QuantizeActivationRowQ8,
+                            simd().split_q8_row);
       std::vector<float> alone(static_cast<size_t>(rows));
       simd().matmul_rows_q8(m, 0, 3, one, alone.data(), rows);
       simd().matmul_rows_q8(m, 3, rows, one, alone.data() + 3, rows);

@@ -148,12 +148,22 @@ struct V {
   // One token (decode): 4 groups, i.e. 4 weight streams and 4 independent vpdpbusd chains.
   static constexpr int kQ8TileGroupsOneToken = 4;
   static Q LoadPacked(const uint8_t* p) { return _mm512_loadu_si512(p); }
-  static Q BroadcastQuad(const int8_t* p) {
+  // A token's activations as the tiles read them: the int8 values and block sums.
+  static constexpr bool kQ8SignSplit = false;
+  struct Q8Row {
+    const int8_t* values;
+    const int32_t* sums;
+  };
+  using Q8Quad = Q;
+  static Q8Row Q8RowOf(const Q8Activations& x, int64_t t) { return {x.Row(t), x.Sums(t)}; }
+  static Q8Quad BroadcastQuad(const Q8Row& row, int64_t col) {
     int32_t quad;
-    std::memcpy(&quad, p, sizeof(quad));
+    std::memcpy(&quad, row.values + col, sizeof(quad));
     return _mm512_set1_epi32(quad);
   }
-  static Q PackedInit(int32_t block_sum) { return _mm512_set1_epi32(-128 * block_sum); }
+  static Q PackedInit(const Q8Row& row, int64_t block) {
+    return _mm512_set1_epi32(-128 * row.sums[block]);
+  }
   static Q DotPacked(Q acc, Q w_offset, Q x) { return _mm512_dpbusd_epi32(acc, w_offset, x); }
   // Q8 quantisation of a row (quant.h), per block of 32: the same operations as the scalar
   // reference lane-wise (max |x|, scale = max / 127, x * (1 / scale) clamped to [-127, 127],

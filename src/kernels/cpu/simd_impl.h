@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/error.h"
 #include "kernels/cpu/token_tiles.h"
 #include "kernels/cpu/unrolled.h"
 #include "kernels/kernel_table.h"
@@ -346,23 +347,22 @@ inline void PackedTileQ8(const uint8_t* const* w, const uint16_t* const* w_scale
     for (int t = 0; t < NT; ++t) acc[v][t] = V::Zero();
   }
   const int64_t n_blocks = x.padded_cols / kQ8Block;
-  const int8_t* x_rows[NT];
+  typename V::Q8Row x_rows[NT];
   const float* x_scales[NT];
-  const int32_t* x_sums[NT];
   for (int t = 0; t < NT; ++t) {
-    x_rows[t] = x.Row(t0 + t);
+    x_rows[t] = V::Q8RowOf(x, t0 + t);
     x_scales[t] = x.Scales(t0 + t);
-    x_sums[t] = x.Sums(t0 + t);
   }
   for (int64_t b = 0; b < n_blocks; ++b) {
     typename V::Q isum[MG * kParts][NT];
     for (int t = 0; t < NT; ++t) {
-      const typename V::Q init = V::PackedInit(x_sums[t][b]);
+      const typename V::Q init = V::PackedInit(x_rows[t], b);
       for (int v = 0; v < MG * kParts; ++v) isum[v][t] = init;
     }
     for (int k = 0; k < kQ8QuadsPerBlock; ++k) {
-      typename V::Q xq[NT];
-      for (int t = 0; t < NT; ++t) xq[t] = V::BroadcastQuad(x_rows[t] + b * kQ8Block + 4 * k);
+      typename V::Q8Quad xq[NT];
+      for (int t = 0; t < NT; ++t)
+        xq[t] = V::BroadcastQuad(x_rows[t], b * kQ8Block + int64_t{4} * k);
       for (int g = 0; g < MG; ++g) {
         const uint8_t* quad = w[g] + b * kPackedBlockBytes + k * kPackedQuadBytes;
         if constexpr (kPrefetch == Q8Prefetch::kAhead) {
@@ -436,6 +436,11 @@ void PackedTokenTileQ8(const WeightMatrix& w, int64_t g0, int64_t g1, int64_t ro
 
 void MatMulRowsQ8(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const Q8Activations& x,
                   float* y, int64_t ldy) {
+  if (V::kQ8SignSplit && !x.HasSplit()) {
+    throw Error(
+        "matmul_rows_q8: the activations lack the sign split this kernel table reads "
+        "(quantise them with KernelTable::split_q8_row)");
+  }
   const int64_t g_end = (row_end + kQ8GroupRows - 1) / kQ8GroupRows;
   // Blocks of 4 groups (64 rows, 128 KB at 2,048 columns) stay in L2 while the token tiles pass.
   // The first token tile brings the block in from memory and prefetches ahead of itself (the
@@ -750,11 +755,22 @@ void QuantizeWeightRowQ8V(const float* w, int64_t cols, int8_t* q, uint16_t* sca
   }
 }
 
+// The table's split_q8_row: V::SplitQ8Row where the Q8 tiles read the sign split.
+template <typename Traits>
+constexpr SplitQ8RowFn SplitQ8RowOf() {
+  if constexpr (Traits::kQ8SignSplit) {
+    return Traits::SplitQ8Row;
+  } else {
+    return nullptr;
+  }
+}
+
 const KernelTable kTable = {.isa = V::kIsa,
                             .matmul_rows = MatMulRows,
                             .matmul_rows_q8 = MatMulRowsQ8,
                             .matmul_rows_pair_x = V::kPairXMatMul ? MatMulRowsPairX : nullptr,
                             .quantize_row_q8 = QuantizeActivationRowQ8V,
+                            .split_q8_row = SplitQ8RowOf<V>(),
                             .quantize_weight_row_q8 = QuantizeWeightRowQ8V,
                             .quantize_group_i8 = V::QuantizeGroupI8,
                             .gemm = Gemm,
