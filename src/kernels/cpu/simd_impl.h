@@ -361,8 +361,9 @@ inline void PackedTileQ8(const uint8_t* const* w, const uint16_t* const* w_scale
     }
     for (int k = 0; k < kQ8QuadsPerBlock; ++k) {
       typename V::Q8Quad xq[NT];
-      for (int t = 0; t < NT; ++t)
+      for (int t = 0; t < NT; ++t) {
         xq[t] = V::BroadcastQuad(x_rows[t], b * kQ8Block + int64_t{4} * k);
+      }
       for (int g = 0; g < MG; ++g) {
         const uint8_t* quad = w[g] + b * kPackedBlockBytes + k * kPackedQuadBytes;
         if constexpr (kPrefetch == Q8Prefetch::kAhead) {
