@@ -8,24 +8,36 @@
 
 namespace mlarun {
 
-void PackBf16Rows(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
-                  uint32_t* dst) {
+uint16_t PackBf16Rows(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
+                      uint32_t* dst) {
   const int64_t pairs = cols / 2;
+  uint16_t largest = 0;
   for (int64_t r = row_begin; r < row_end; ++r) {
     const uint16_t* row = src + r * cols;
     uint32_t* group = dst + PackedBf16GroupWords(r / kBf16GroupRows, cols);
     const int64_t lane = r % kBf16GroupRows;
     for (int64_t kk = 0; kk < pairs; ++kk) {
-      group[kk * kBf16GroupRows + lane] = BF16Pair(row[2 * kk], row[2 * kk + 1]);
+      const uint16_t lo = row[2 * kk];
+      const uint16_t hi = row[2 * kk + 1];
+      largest = std::max(
+          {largest, static_cast<uint16_t>(lo & 0x7fff), static_cast<uint16_t>(hi & 0x7fff)});
+      group[kk * kBf16GroupRows + lane] = BF16Pair(lo, hi);
     }
   }
+  return largest;
 }
 
-void PackF16Rows(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
-                 uint16_t* dst) {
+uint16_t PackF16Rows(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
+                     uint16_t* dst) {
+  uint16_t largest = 0;
   for (int64_t r = row_begin; r < row_end; ++r) {
-    for (int64_t c = 0; c < cols; ++c) dst[PackedF16Index(cols, r, c)] = src[r * cols + c];
+    for (int64_t c = 0; c < cols; ++c) {
+      const uint16_t h = src[r * cols + c];
+      largest = std::max(largest, static_cast<uint16_t>(h & 0x7fff));
+      dst[PackedF16Index(cols, r, c)] = h;
+    }
   }
+  return largest;
 }
 
 void UnpackBf16Row(const uint32_t* packed, int64_t cols, int64_t r, uint16_t* out) {

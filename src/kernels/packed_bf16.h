@@ -30,9 +30,10 @@ inline int64_t PackedBf16GroupWords(int64_t g, int64_t cols) {
 
 // Packs rows [row_begin, row_end) of the row-major bf16 matrix `src` [rows, cols] into `dst`
 // (PackedBf16Bytes(rows, cols)); rows past `rows` of the last group must be zeroed by the caller
-// (they are never written here).
-void PackBf16Rows(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
-                  uint32_t* dst);
+// (they are never written here). Returns the largest magnitude (value & 0x7fff) it read: 0x7f80
+// or more when a value is inf or NaN (the load-time finiteness check, at no extra pass).
+uint16_t PackBf16Rows(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
+                      uint32_t* dst);
 // Writes row `r` of a packed matrix with `cols` columns to `out` [cols].
 void UnpackBf16Row(const uint32_t* packed, int64_t cols, int64_t r, uint16_t* out);
 
@@ -50,9 +51,10 @@ inline uint16_t PackedF16At(const uint16_t* packed, int64_t cols, int64_t r, int
   return packed[PackedF16Index(cols, r, c)];
 }
 // Packs rows [row_begin, row_end) of the row-major f16 matrix `src` [rows, cols] (cols even) into
-// `dst` (PackedBf16Bytes(rows, cols)); padding rows as for PackBf16Rows.
-void PackF16Rows(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
-                 uint16_t* dst);
+// `dst` (PackedBf16Bytes(rows, cols)); padding rows as for PackBf16Rows. Returns the largest
+// magnitude read, as PackBf16Rows (0x7c00 or more: inf or NaN).
+uint16_t PackF16Rows(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
+                     uint16_t* dst);
 
 // bf16 activations x [n_tokens, cols] as the AMX kernels read them ("activation tiles"): tokens
 // in blocks of 16 (the last block holds the n_tokens % 16 left, if any), each block stored as

@@ -10,6 +10,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
+#include "model/finite_check.h"
 #include "model/kv_report.h"
 #include "model/layers/layer_context.h"
 #include "model/quantize.h"
@@ -62,7 +63,8 @@ std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoad
   LoadWeights(model->config_, *model->archive_, model_dir, model->weights_, options.on_progress);
   std::unique_ptr<ThreadPool> own_pool;
   ThreadPool* pool = options.pool;
-  if ((int8 || pack_16bit) && pool == nullptr) {
+  const bool copy = options.file_load == FileLoad::kCopy;
+  if ((int8 || pack_16bit || copy) && pool == nullptr) {
     pool = (own_pool = std::make_unique<ThreadPool>(0)).get();
   }
   const KernelTable& kernels =
@@ -75,6 +77,18 @@ std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoad
       throw Error(model_dir + ": " + e.what());
     }
   };
+  // A copying load reads every weight anyway, so it refuses NaN and inf (finite_check.h): the
+  // streamed matrices row by row as they are packed or copied below (pack_16bit) or quantised
+  // (int8), everything else here (all of it when the archive itself made the copy). A mapped
+  // load stays instant and passes them through.
+  if (copy) {
+    const bool streamed_checked_later = pack_16bit || options.weights == WeightFormat::kInt8;
+    in_model_dir([&] {
+      CheckWeightsFinite(*pool, model->config_, model->weights_, [&](const TensorSlot& slot) {
+        return !streamed_checked_later || slot.vector != nullptr || KeepsLoadedDtype(slot.name);
+      });
+    });
+  }
   if (options.weights == WeightFormat::kInt8) {
     in_model_dir([&] { QuantizeWeightsQ8(*pool, kernels, model->config_, model->weights_); });
   }
@@ -88,10 +102,11 @@ std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoad
     // in the reclaimable page cache), so memory holds the weights once.
     const SafetensorsArchive& archive = *model->archive_;
     auto release = [&](const void* data, size_t bytes) { archive.ReleasePages(data, bytes); };
-    Pack16BitWeights(*pool, model->config_, model->weights_, release);
-    // The files were mapped instead of copied: the matrices not packed get their copy here.
-    if (options.file_load == FileLoad::kCopy)
-      CopyStreamedWeights(*pool, model->config_, model->weights_, release);
+    in_model_dir([&] {
+      Pack16BitWeights(*pool, model->config_, model->weights_, release);
+      // The files were mapped instead of copied: the matrices not packed get their copy here.
+      if (copy) CopyStreamedWeights(*pool, model->config_, model->weights_, release);
+    });
   }
   return model;
 }

@@ -19,6 +19,7 @@
 #include "core/mapped_file.h"
 #include "kernels/packed_bf16.h"
 #include "kernels/quant.h"
+#include "model/finite_check.h"
 #include "model/safetensors.h"
 
 namespace mlarun {
@@ -257,46 +258,63 @@ void PackQ8Weights(ThreadPool& pool, const ModelConfig& config, ModelWeights& we
 
 namespace {
 
+// A matrix the matmul kernels stream, with the name errors give it.
+struct Streamed {
+  WeightMatrix* matrix;
+  std::string name;
+};
+
 // The matrices the matmul kernels stream (not the embedding table, not the router; lm_head also
 // when tied; the absorbed path's W_uk^T) for which `take` is true, each once.
-std::vector<WeightMatrix*> StreamedMatrices(const ModelConfig& config, ModelWeights& weights,
-                                            const std::function<bool(const WeightMatrix&)>& take) {
-  std::vector<WeightMatrix*> targets;
-  auto consider = [&](WeightMatrix& m) {
-    if (m.rows > 0 && take(m) && std::find(targets.begin(), targets.end(), &m) == targets.end())
-      targets.push_back(&m);
+std::vector<Streamed> StreamedMatrices(const ModelConfig& config, ModelWeights& weights,
+                                       const std::function<bool(const WeightMatrix&)>& take) {
+  std::vector<Streamed> targets;
+  auto consider = [&](WeightMatrix& m, const std::string& name) {
+    if (m.rows > 0 && take(m) && std::none_of(targets.begin(), targets.end(), [&](const auto& t) {
+          return t.matrix == &m;
+        })) {
+      targets.push_back({&m, name});
+    }
   };
   ForEachTensor(config, weights, [&](const TensorSlot& slot) {
-    if (slot.matrix != nullptr && !KeepsLoadedDtype(slot.name)) consider(*slot.matrix);
+    if (slot.matrix != nullptr && !KeepsLoadedDtype(slot.name)) consider(*slot.matrix, slot.name);
   });
-  consider(weights.lm_head);  // also when tied: then a copy beside the embedding table
-  for (LayerWeights& layer : weights.layers) {
-    for (WeightMatrix& m : layer.mla.w_uk_t) consider(m);
+  consider(weights.lm_head, "lm_head.weight");  // also when tied: a copy beside the embedding
+  for (size_t l = 0; l < weights.layers.size(); ++l) {
+    for (WeightMatrix& m : weights.layers[l].mla.w_uk_t)
+      consider(m, "W_uk^T of model.layers." + std::to_string(l) + ".self_attn.kv_b_proj.weight");
   }
   return targets;
 }
 
 // Gives each of `targets` a new home of `bytes_of(m)` bytes in one zero-filled huge-page buffer
-// (64-byte aligned offsets), kept in weights.owned_pages: fill(m, dst) writes it, then m.data is
-// dst and `replaced` (optional) hears of the former bytes (not of a tied embedding's, which stay
-// in use).
-void RehomeMatrices(const std::vector<WeightMatrix*>& targets, ModelWeights& weights,
+// (64-byte aligned offsets), kept in weights.owned_pages: fill(m, dst, bad) writes it, noting in
+// `bad` the rows it reads that hold NaN or inf (an Error naming the matrix then, before m moves),
+// then m.data is dst and `replaced` (optional) hears of the former bytes (not of a tied
+// embedding's, which stay in use).
+void RehomeMatrices(const std::vector<Streamed>& targets, ModelWeights& weights,
                     const std::function<size_t(const WeightMatrix&)>& bytes_of,
-                    const std::function<void(WeightMatrix&, uint8_t*)>& fill,
+                    const std::function<void(WeightMatrix&, uint8_t*, FirstNonFiniteRow&)>& fill,
                     const std::function<void(const void*, size_t)>& replaced) {
   if (targets.empty()) return;
   std::vector<size_t> offsets;
   size_t total = 0;
-  for (const WeightMatrix* m : targets) {
+  for (const Streamed& t : targets) {
     offsets.push_back(total);
-    total += (bytes_of(*m) + 63) / 64 * 64;
+    total += (bytes_of(*t.matrix) + 63) / 64 * 64;
   }
   HugePageBuffer buffer(total);
   for (size_t i = 0; i < targets.size(); ++i) {
-    WeightMatrix& m = *targets[i];
+    WeightMatrix& m = *targets[i].matrix;
     const void* former = m.data;
     const size_t former_bytes = static_cast<size_t>(m.rows * m.cols) * DTypeSize(m.dtype);
-    fill(m, buffer.data() + offsets[i]);
+    const Layout16 former_layout = m.layout16;
+    FirstNonFiniteRow bad(m.rows);
+    fill(m, buffer.data() + offsets[i], bad);
+    if (bad.found()) {
+      m.layout16 = former_layout;  // the error reads the former row-major bytes
+      throw NonFiniteWeightError(targets[i].name, m, bad.row());
+    }
     if (replaced && former != weights.embed_tokens.data) replaced(former, former_bytes);
     m.data = buffer.data() + offsets[i];
   }
@@ -307,23 +325,25 @@ void RehomeMatrices(const std::vector<WeightMatrix*>& targets, ModelWeights& wei
 
 void Pack16BitWeights(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights,
                       const std::function<void(const void*, size_t)>& replaced) {
-  const std::vector<WeightMatrix*> targets =
+  const std::vector<Streamed> targets =
       StreamedMatrices(config, weights, [](const WeightMatrix& m) {
         return (m.dtype == DType::kBF16 || m.dtype == DType::kF16) &&
                m.layout16 == Layout16::kRowMajor && m.cols % 2 == 0;
       });
   RehomeMatrices(
       targets, weights, [](const WeightMatrix& m) { return PackedBf16Bytes(m.rows, m.cols); },
-      [&](WeightMatrix& m, uint8_t* dst) {
+      [&](WeightMatrix& m, uint8_t* dst, FirstNonFiniteRow& bad) {
         // The buffer is zero-filled: the padding rows of last groups stay 0.
         const auto* src = static_cast<const uint16_t*>(m.data);
         pool.ParallelFor(PackedBf16Groups(m.rows), [&](int64_t g, int) {
           const int64_t begin = g * kBf16GroupRows;
           const int64_t end = std::min(m.rows, begin + kBf16GroupRows);
-          if (m.dtype == DType::kBF16) {
-            PackBf16Rows(src, m.cols, begin, end, reinterpret_cast<uint32_t*>(dst));
-          } else {
-            PackF16Rows(src, m.cols, begin, end, reinterpret_cast<uint16_t*>(dst));
+          const bool bf16 = m.dtype == DType::kBF16;
+          const uint16_t largest =
+              bf16 ? PackBf16Rows(src, m.cols, begin, end, reinterpret_cast<uint32_t*>(dst))
+                   : PackF16Rows(src, m.cols, begin, end, reinterpret_cast<uint16_t*>(dst));
+          if (largest >= (bf16 ? 0x7f80 : 0x7c00)) {  // an inf or NaN: find its row
+            for (int64_t r = begin; r < end; ++r) bad.Check(r, m.dtype, src + r * m.cols, m.cols);
           }
         });
         m.layout16 = Layout16::kPacked16;
@@ -333,7 +353,7 @@ void Pack16BitWeights(ThreadPool& pool, const ModelConfig& config, ModelWeights&
 
 void CopyStreamedWeights(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights,
                          const std::function<void(const void*, size_t)>& replaced) {
-  const std::vector<WeightMatrix*> targets =
+  const std::vector<Streamed> targets =
       StreamedMatrices(config, weights, [](const WeightMatrix& m) {
         return (m.dtype == DType::kF32 && m.row_stride == 0) || m.dtype == DType::kF8E4M3 ||
                ((m.dtype == DType::kBF16 || m.dtype == DType::kF16) &&
@@ -344,12 +364,13 @@ void CopyStreamedWeights(ThreadPool& pool, const ModelConfig& config, ModelWeigh
       [](const WeightMatrix& m) {
         return static_cast<size_t>(m.rows * m.cols) * DTypeSize(m.dtype);
       },
-      [&](WeightMatrix& m, uint8_t* dst) {
+      [&](WeightMatrix& m, uint8_t* dst, FirstNonFiniteRow& bad) {
         const size_t row_bytes = static_cast<size_t>(m.cols) * DTypeSize(m.dtype);
         const auto* src = static_cast<const uint8_t*>(m.data);
         ForRows(&pool, m.rows, [&](int64_t r) {
           const size_t at = static_cast<size_t>(r) * row_bytes;
           std::memcpy(dst + at, src + at, row_bytes);
+          bad.Check(r, m.dtype, dst + at, m.cols);
         });
       },
       replaced);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "model/model.h"
@@ -183,6 +184,98 @@ TEST(LoaderErrorsTest, Int8QuantisationOfANanWeightNamesTensorAndPosition) {
   }
   EXPECT_EQ(error, dir + ": tensor '" + name +
                        "' holds NaN at [3, 5]: it cannot be quantised to int8 (--weights int8)");
+}
+
+// A copying load: the archive copies the files (pack_16bit false), or the matrices are packed
+// (16-bit ones) or copied (the others) from the mapped files one by one.
+// The message of a refused non-finite weight.
+std::string NonFiniteError(const std::string& dir, const std::string& tensor,
+                           const std::string& what) {
+  std::string message = dir;
+  message.append(": tensor '").append(tensor).append("' holds ").append(what);
+  return message.append(": weights must be finite (`--load mmap` skips this check)");
+}
+
+std::string CopyLoadError(const std::string& dir, bool pack_16bit) {
+  ModelLoadOptions options;
+  options.file_load = FileLoad::kCopy;
+  options.pack_16bit = pack_16bit;
+  try {
+    Model::Load(dir, options);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A copying load (bench's and serve's default) refuses NaN and inf weights, naming the tensor and
+// the first position in row order; a mapped load stays instant and passes them through.
+TEST(LoaderErrorsTest, CopyLoadRefusesNonFiniteWeightsNamingTensorAndPosition) {
+  const std::string dir = CopyModel("nonfinite_f32");
+  const std::string name = "model.layers.1.mlp.experts.2.down_proj.weight";
+  RewriteTensors(dir, [&](std::vector<TensorToWrite>& tensors) {
+    for (TensorToWrite& t : tensors) {
+      if (t.name != name) continue;
+      ASSERT_EQ(t.dtype, DType::kF32);
+      const int64_t cols = t.shape[1];
+      const float inf = -INFINITY;
+      std::memcpy(t.data.data() + (7 * cols + 1) * sizeof(float), &inf, sizeof(inf));
+      const float nan = NAN;  // an earlier row: the error names this one
+      std::memcpy(t.data.data() + (3 * cols + 5) * sizeof(float), &nan, sizeof(nan));
+    }
+  });
+  EXPECT_EQ(LoadError(dir), "");
+  for (bool pack : {false, true}) {
+    EXPECT_EQ(CopyLoadError(dir, pack), NonFiniteError(dir, name, "NaN at [3, 5]")) << pack;
+  }
+}
+
+TEST(LoaderErrorsTest, CopyLoadRefusesInfInABf16MatrixAndNanInANorm) {
+  const std::string dir = CopyModel("nonfinite_bf16");
+  const std::string matrix = "model.layers.0.self_attn.o_proj.weight";
+  RewriteTensors(dir, [&](std::vector<TensorToWrite>& tensors) {
+    for (TensorToWrite& t : tensors) {
+      if (t.name != matrix) continue;
+      // The matrix stored as bf16, with +inf at [2, 9].
+      const int64_t n = static_cast<int64_t>(t.data.size() / sizeof(float));
+      std::vector<uint8_t> bf16(static_cast<size_t>(n) * 2);
+      for (int64_t i = 0; i < n; ++i) {
+        float v = 0;
+        std::memcpy(&v, t.data.data() + i * 4, 4);
+        const uint16_t b = i == 2 * t.shape[1] + 9 ? uint16_t{0x7f80} : F32ToBF16(v);
+        std::memcpy(bf16.data() + i * 2, &b, 2);
+      }
+      t.dtype = DType::kBF16;
+      t.data = std::move(bf16);
+    }
+  });
+  EXPECT_EQ(LoadError(dir), "");
+  for (bool pack : {false, true}) {
+    EXPECT_EQ(CopyLoadError(dir, pack), NonFiniteError(dir, matrix, "inf at [2, 9]")) << pack;
+  }
+  // A NaN in the final norm (a vector: one index) is found too once the matrix is finite.
+  RewriteTensors(dir, [&](std::vector<TensorToWrite>& tensors) {
+    for (TensorToWrite& t : tensors) {
+      if (t.name == matrix) std::memset(t.data.data() + (2 * t.shape[1] + 9) * 2, 0, 2);
+      if (t.name != "model.norm.weight") continue;
+      const float nan = NAN;
+      std::memcpy(t.data.data() + 4 * sizeof(float), &nan, sizeof(nan));
+    }
+  });
+  for (bool pack : {false, true}) {
+    EXPECT_EQ(CopyLoadError(dir, pack),
+              dir +
+                  ": tensor 'model.norm.weight' holds NaN at [4]: weights must be finite "
+                  "(`--load mmap` skips this check)")
+        << pack;
+  }
+  // Once every weight is finite the same loads succeed.
+  RewriteTensors(dir, [&](std::vector<TensorToWrite>& tensors) {
+    for (TensorToWrite& t : tensors) {
+      if (t.name == "model.norm.weight") std::memset(t.data.data() + 4 * sizeof(float), 0, 4);
+    }
+  });
+  for (bool pack : {false, true}) EXPECT_EQ(CopyLoadError(dir, pack), "") << pack;
 }
 
 // A packed Q8 copy of tiny-v2-lite, as `mlarun quantize` writes it.
