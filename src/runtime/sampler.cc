@@ -8,8 +8,11 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "core/error.h"
 
 namespace mlarun {
 
@@ -64,7 +67,34 @@ int32_t Argmax(std::span<const float> logits) {
   return static_cast<int32_t>(max_index);
 }
 
+int64_t FirstBadLogit(std::span<const float> logits) {
+  // Branch-free over the bits first (vectorised), then a search only where one was seen: NaN
+  // has magnitude bits above 0x7f800000, +inf is exactly 0x7f800000 (-inf 0xff800000 is not).
+  constexpr uint32_t kInf = 0x7f800000u;
+  uint32_t any = 0;
+  for (const float x : logits) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &x, sizeof(bits));
+    any |= static_cast<uint32_t>((bits & 0x7fffffffu) > kInf) | static_cast<uint32_t>(bits == kInf);
+  }
+  if (any == 0) return -1;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (std::isnan(logits[i]) || logits[i] == std::numeric_limits<float>::infinity()) {
+      return static_cast<int64_t>(i);
+    }
+  }
+  return -1;
+}
+
 int32_t Sampler::Sample(std::span<float> logits, std::span<const int32_t> history) {
+  if (const int64_t bad = FirstBadLogit(logits); bad >= 0) {
+    std::string message = "the model's logits hold ";
+    message.append(std::isnan(logits[static_cast<size_t>(bad)]) ? "NaN" : "+inf")
+        .append(" (token ")
+        .append(std::to_string(bad))
+        .append("): a weight or an activation is not finite (`--load copy` checks the weights)");
+    throw Error(message);
+  }
   const SamplerOptions& o = options_;
   if (o.repetition_penalty != 1.0f || o.presence_penalty != 0.0f || o.frequency_penalty != 0.0f) {
     std::unordered_map<int32_t, int> counts;

@@ -25,6 +25,7 @@ class Sampler {
   explicit Sampler(const SamplerOptions& options) : options_(options), rng_(options.seed) {}
 
   // Picks the next token from `logits` [vocab] (modified in place) given the tokens so far.
+  // Throws Error if a logit is NaN or +inf (FirstBadLogit): no token would be a right answer.
   int32_t Sample(std::span<float> logits, std::span<const int32_t> history);
 
   const SamplerOptions& options() const { return options_; }
@@ -36,5 +37,8 @@ class Sampler {
 
 // Returns the index of the largest logit (lowest index on ties).
 int32_t Argmax(std::span<const float> logits);
+
+// The index of the first logit that is NaN or +inf (-inf, a masked token, is fine), or -1.
+int64_t FirstBadLogit(std::span<const float> logits);
 
 }  // namespace mlarun

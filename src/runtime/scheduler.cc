@@ -277,7 +277,13 @@ void Scheduler::RunPrefill(const std::vector<Chunk>& chunks) {
 }
 
 void Scheduler::Accept(Sequence* s, std::span<float> logits) {
-  const int32_t token = s->sampler->Sample(logits, s->generated());
+  int32_t token = 0;
+  try {
+    token = s->sampler->Sample(logits, s->generated());
+  } catch (const Error& e) {  // NaN logits: this request fails, the others go on
+    Finish(s, FinishReason::kError, e.what());
+    return;
+  }
   s->tokens.push_back(token);
   ++completion_tokens_;
   if (s->n_generated() == 1) s->usage.first_token_seconds = Seconds(s->submitted, Clock::now());

@@ -7,12 +7,20 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "core/error.h"
 #include "core/rng.h"
+#include "model/safetensors.h"
 #include "model/test_models.h"
+#include "runtime/generator.h"
 
 namespace mlarun {
 namespace {
@@ -108,6 +116,76 @@ TEST_F(EngineTest, SixteenConcurrentGreedyRequestsMatchEachAlone) {
     // With the cache, the second round reused the first round's prefixes.
     EXPECT_EQ(stats.prefix.hit_tokens > 0, naive_with_prefix_cache);
   }
+}
+
+// A copy of the test model whose embedding row of `token` is NaN (mapped loads pass weights
+// through): any sequence holding that token gets NaN logits, the others are untouched.
+std::string ModelWithNanEmbedding(int32_t token) {
+  const std::string src = testing::MakeTestModel("tiny-v3", DType::kF32);
+  std::string dir = ::testing::TempDir() + "/engine_nan_embedding";
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(src, dir, std::filesystem::copy_options::recursive);
+  std::vector<TensorToWrite> tensors;
+  {
+    const SafetensorsArchive archive = SafetensorsArchive::Open(dir);
+    for (const auto& [name, info] : archive.tensors()) {
+      tensors.push_back({name, info.dtype, info.shape,
+                         std::vector<uint8_t>(info.data, info.data + info.n_bytes)});
+    }
+  }
+  for (TensorToWrite& t : tensors) {
+    if (t.name != "model.embed_tokens.weight") continue;
+    const float nan = std::nanf("");
+    for (int64_t c = 0; c < t.shape[1]; ++c) {
+      std::memcpy(t.data.data() + (token * t.shape[1] + c) * sizeof(float), &nan, sizeof(nan));
+    }
+  }
+  WriteSafetensors(dir + "/model.safetensors", tensors);
+  return dir;
+}
+
+// A request whose logits turn NaN fails with an error saying so, in the same batch as requests
+// that finish normally with the tokens they give alone; no block leaks. The CLI's generation
+// loop refuses it too.
+TEST_F(EngineTest, ARequestWithNanLogitsFailsAloneTheOthersFinish) {
+  constexpr int32_t kBad = 7;
+  const auto broken = Model::Load(ModelWithNanEmbedding(kBad));
+  std::vector<int32_t> bad_prompt = RandomPrompt(5, 20);
+  bad_prompt[10] = kBad;
+  std::vector<std::vector<int32_t>> good_prompts = {RandomPrompt(6, 30), RandomPrompt(8, 9)};
+  for (auto& p : good_prompts) std::replace(p.begin(), p.end(), kBad, kBad + 1);
+  auto cache = MakeCache(16 << 20);
+  Engine engine(*broken, exec_, *cache, {.prefix_caching = false});
+  std::vector<Outcome> alone(2);
+  for (size_t i = 0; i < 2; ++i) {
+    Submit(engine, good_prompts[i], 8, &alone[i]);
+    RunToEnd(engine);
+  }
+  std::vector<Outcome> together(3);
+  std::string error;
+  EngineRequest r{.prompt = bad_prompt, .max_tokens = 8};
+  r.on_finish = [&](FinishReason reason, const RequestUsage&, const std::string& e) {
+    together[2].reason = reason;
+    together[2].done = true;
+    error = e;
+  };
+  engine.Submit(std::move(r));
+  for (size_t i = 0; i < 2; ++i) Submit(engine, good_prompts[i], 8, &together[i]);
+  RunToEnd(engine);
+  ASSERT_TRUE(together[2].done);
+  EXPECT_EQ(together[2].reason, FinishReason::kError);
+  EXPECT_EQ(error.rfind("the model's logits hold NaN (token ", 0), 0u) << error;
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(together[i].done);
+    EXPECT_EQ(together[i].reason, FinishReason::kLength);
+    EXPECT_EQ(together[i].tokens, alone[i].tokens);
+  }
+  EXPECT_EQ(cache->pool().stats().blocks_in_use, 0);
+  EXPECT_EQ(engine.Stats().requests_failed, 1);
+
+  auto gen_cache = MakeCache(16 << 20);
+  const int32_t seq = gen_cache->AddSequence();
+  EXPECT_THROW(Generate(*broken, exec_, *gen_cache, seq, bad_prompt, {.max_new_tokens = 4}), Error);
 }
 
 TEST_F(EngineTest, PreemptsUnderATinyBudgetAndFinishesEverythingWithoutLeaks) {

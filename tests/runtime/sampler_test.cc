@@ -7,8 +7,10 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/rng.h"
 
 namespace mlarun {
@@ -26,6 +28,34 @@ std::set<int32_t> Draws(const SamplerOptions& o, const std::vector<float>& logit
 
 const std::vector<float> kLogits = {std::log(0.05f), std::log(0.4f), std::log(0.1f), std::log(0.3f),
                                     std::log(0.15f)};
+
+// NaN or +inf logits have no right answer: Sample refuses them naming the first; -inf (a masked
+// token) is a normal logit.
+TEST(SamplerTest, NanOrPlusInfLogitsAreAnErrorMinusInfIsNot) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> masked = {0.5f, -inf, 2.0f, -inf};
+  EXPECT_EQ(FirstBadLogit(masked), -1);
+  Sampler greedy(SamplerOptions{});
+  EXPECT_EQ(greedy.Sample(masked, {}), 2);
+  for (const float bad : {std::nanf(""), inf}) {
+    std::vector<float> l(37, 0.25f);
+    l[20] = bad;
+    l[30] = std::nanf("");
+    EXPECT_EQ(FirstBadLogit(l), 20);
+    for (const float temperature : {0.0f, 0.8f}) {
+      Sampler sampler(SamplerOptions{.temperature = temperature});
+      try {
+        sampler.Sample(l, {});
+        ADD_FAILURE() << "no error";
+      } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()),
+                  std::string("the model's logits hold ") + (std::isnan(bad) ? "NaN" : "+inf") +
+                      " (token 20): a weight or an activation is not finite (`--load copy` "
+                      "checks the weights)");
+      }
+    }
+  }
+}
 
 TEST(SamplerTest, GreedyIsArgmax) {
   std::vector<float> l = kLogits;
