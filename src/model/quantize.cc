@@ -303,22 +303,23 @@ void RehomeMatrices(const std::vector<Streamed>& targets, ModelWeights& weights,
     offsets.push_back(total);
     total += (bytes_of(*t.matrix) + 63) / 64 * 64;
   }
-  HugePageBuffer buffer(total);
+  // Owned by the weights before any matrix points into it (also when an error stops the loop).
+  weights.owned_pages.emplace_back(total);
+  uint8_t* const base = weights.owned_pages.back().data();
   for (size_t i = 0; i < targets.size(); ++i) {
     WeightMatrix& m = *targets[i].matrix;
     const void* former = m.data;
     const size_t former_bytes = static_cast<size_t>(m.rows * m.cols) * DTypeSize(m.dtype);
     const Layout16 former_layout = m.layout16;
     FirstNonFiniteRow bad(m.rows);
-    fill(m, buffer.data() + offsets[i], bad);
+    fill(m, base + offsets[i], bad);
     if (bad.found()) {
       m.layout16 = former_layout;  // the error reads the former row-major bytes
       throw NonFiniteWeightError(targets[i].name, m, bad.row());
     }
     if (replaced && former != weights.embed_tokens.data) replaced(former, former_bytes);
-    m.data = buffer.data() + offsets[i];
+    m.data = base + offsets[i];
   }
-  weights.owned_pages.push_back(std::move(buffer));
 }
 
 }  // namespace
