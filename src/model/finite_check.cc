@@ -75,11 +75,9 @@ int64_t FirstNonFiniteValue(DType dtype, const void* values, int64_t n) {
       return FirstReaching(static_cast<const uint32_t*>(values), n, uint32_t{0x7fffffffu},
                            uint32_t{0x7f800000u});
     case DType::kBF16:
-      return FirstReaching(static_cast<const uint16_t*>(values), n, uint16_t{0x7fff},
-                           uint16_t{0x7f80});
     case DType::kF16:
       return FirstReaching(static_cast<const uint16_t*>(values), n, uint16_t{0x7fff},
-                           uint16_t{0x7c00});
+                           NonFinite16Threshold(dtype));
     case DType::kF8E4M3:
       return FirstReaching(static_cast<const uint8_t*>(values), n, uint8_t{0x7f}, uint8_t{0x7f});
     default:

@@ -22,6 +22,12 @@ namespace mlarun {
 // -1. Other dtypes (int8) have no such values: -1.
 int64_t FirstNonFiniteValue(DType dtype, const void* values, int64_t n);
 
+// The magnitude bits (value & 0x7fff) from which a kBF16 (0x7f80) or kF16 (0x7c00) value is inf
+// or NaN.
+inline uint16_t NonFinite16Threshold(DType dtype) {
+  return dtype == DType::kBF16 ? uint16_t{0x7f80} : uint16_t{0x7c00};
+}
+
 // The first row, in row order, that held a NaN or inf among rows checked in any order and from
 // any thread (each row with FirstNonFiniteValue).
 class FirstNonFiniteRow {

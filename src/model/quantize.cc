@@ -84,27 +84,6 @@ bool KeepsLoadedDtype(const std::string& name) {
   return EndsWith(name, "mlp.gate.weight") || name == "model.embed_tokens.weight";
 }
 
-namespace {
-
-// The first column of `row` [n] holding NaN or +-inf, or -1. The all-finite case is one pass
-// of integer ops on the exponent bits (all ones: inf or NaN) that the compiler vectorises.
-int64_t FirstNonFinite(const float* row, int64_t n) {
-  constexpr uint32_t kExponent = 0x7f800000u;
-  uint32_t any = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t bits = 0;
-    std::memcpy(&bits, row + i, sizeof(bits));
-    any |= static_cast<uint32_t>((bits & kExponent) == kExponent);
-  }
-  if (any == 0) return -1;
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(row[i])) return i;
-  }
-  return -1;
-}
-
-}  // namespace
-
 WeightMatrix QuantizeMatrixQ8(ThreadPool* pool, const KernelTable& kernels,
                               const WeightMatrix& source, ModelWeights& weights,
                               const std::string& name) {
@@ -123,7 +102,7 @@ WeightMatrix QuantizeMatrixQ8(ThreadPool* pool, const KernelTable& kernels,
     q.resize(static_cast<size_t>(stride));
     s.resize(static_cast<size_t>(stride / kQ8Block));
     source.DecodeRow(r, row.data());
-    if (FirstNonFinite(row.data(), source.cols) >= 0) {
+    if (FirstNonFiniteValue(DType::kF32, row.data(), source.cols) >= 0) {
       int64_t seen = bad_row.load();
       while (r < seen && !bad_row.compare_exchange_weak(seen, r)) {
       }
@@ -135,7 +114,7 @@ WeightMatrix QuantizeMatrixQ8(ThreadPool* pool, const KernelTable& kernels,
   if (const int64_t r = bad_row.load(); r < source.rows) {
     std::vector<float> row(static_cast<size_t>(source.cols));
     source.DecodeRow(r, row.data());
-    const int64_t c = FirstNonFinite(row.data(), source.cols);
+    const int64_t c = FirstNonFiniteValue(DType::kF32, row.data(), source.cols);
     throw Error("tensor '" + name + "' holds " +
                 (std::isnan(row[static_cast<size_t>(c)]) ? "NaN" : "inf") + " at [" +
                 std::to_string(r) + ", " + std::to_string(c) +
@@ -310,13 +289,9 @@ void RehomeMatrices(const std::vector<Streamed>& targets, ModelWeights& weights,
     WeightMatrix& m = *targets[i].matrix;
     const void* former = m.data;
     const size_t former_bytes = static_cast<size_t>(m.rows * m.cols) * DTypeSize(m.dtype);
-    const Layout16 former_layout = m.layout16;
     FirstNonFiniteRow bad(m.rows);
     fill(m, base + offsets[i], bad);
-    if (bad.found()) {
-      m.layout16 = former_layout;  // the error reads the former row-major bytes
-      throw NonFiniteWeightError(targets[i].name, m, bad.row());
-    }
+    if (bad.found()) throw NonFiniteWeightError(targets[i].name, m, bad.row());
     if (replaced && former != weights.embed_tokens.data) replaced(former, former_bytes);
     m.data = base + offsets[i];
   }
@@ -343,13 +318,13 @@ void Pack16BitWeights(ThreadPool& pool, const ModelConfig& config, ModelWeights&
           const uint16_t largest =
               bf16 ? PackBf16Rows(src, m.cols, begin, end, reinterpret_cast<uint32_t*>(dst))
                    : PackF16Rows(src, m.cols, begin, end, reinterpret_cast<uint16_t*>(dst));
-          if (largest >= (bf16 ? 0x7f80 : 0x7c00)) {  // an inf or NaN: find its row
+          if (largest >= NonFinite16Threshold(m.dtype)) {  // an inf or NaN: find its row
             for (int64_t r = begin; r < end; ++r) bad.Check(r, m.dtype, src + r * m.cols, m.cols);
           }
         });
-        m.layout16 = Layout16::kPacked16;
       },
       replaced);
+  for (const Streamed& t : targets) t.matrix->layout16 = Layout16::kPacked16;
 }
 
 void CopyStreamedWeights(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights,

@@ -38,20 +38,7 @@ std::string CopyModel(const std::string& name) {
   return dst;
 }
 
-// Rewrites model.safetensors with `edit` applied to the tensor list.
-template <typename Edit>
-void RewriteTensors(const std::string& dir, Edit edit) {
-  std::vector<TensorToWrite> tensors;
-  {
-    const SafetensorsArchive archive = SafetensorsArchive::Open(dir);
-    for (const auto& [name, info] : archive.tensors()) {
-      tensors.push_back({name, info.dtype, info.shape,
-                         std::vector<uint8_t>(info.data, info.data + info.n_bytes)});
-    }
-  }
-  edit(tensors);
-  WriteSafetensors(dir + "/model.safetensors", tensors);
-}
+using testing::RewriteTensors;
 
 TEST(LoaderErrorsTest, MissingWeightsFile) {
   const std::string dir = CopyModel("missing");

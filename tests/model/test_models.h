@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <string>
+#include <vector>
 
+#include "model/safetensors.h"
 #include "model/synthetic.h"
 
 namespace mlarun::testing {
@@ -20,6 +22,21 @@ inline std::string MakeTestModel(const std::string& preset, DType dtype = DType:
   WriteSyntheticModel(
       {.preset = preset, .dtype = dtype, .seed = 1, .max_shard_bytes = max_shard_bytes}, dir);
   return dir;
+}
+
+// Rewrites DIR/model.safetensors with `edit` applied to its tensor list (corrupted copies).
+template <typename Edit>
+void RewriteTensors(const std::string& dir, Edit edit) {
+  std::vector<TensorToWrite> tensors;
+  {
+    const SafetensorsArchive archive = SafetensorsArchive::Open(dir);
+    for (const auto& [name, info] : archive.tensors()) {
+      tensors.push_back({name, info.dtype, info.shape,
+                         std::vector<uint8_t>(info.data, info.data + info.n_bytes)});
+    }
+  }
+  edit(tensors);
+  WriteSafetensors(dir + "/model.safetensors", tensors);
 }
 
 }  // namespace mlarun::testing

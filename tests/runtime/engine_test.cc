@@ -18,7 +18,6 @@
 
 #include "core/error.h"
 #include "core/rng.h"
-#include "model/safetensors.h"
 #include "model/test_models.h"
 #include "runtime/generator.h"
 
@@ -125,22 +124,15 @@ std::string ModelWithNanEmbedding(int32_t token) {
   std::string dir = ::testing::TempDir() + "/engine_nan_embedding";
   std::filesystem::remove_all(dir);
   std::filesystem::copy(src, dir, std::filesystem::copy_options::recursive);
-  std::vector<TensorToWrite> tensors;
-  {
-    const SafetensorsArchive archive = SafetensorsArchive::Open(dir);
-    for (const auto& [name, info] : archive.tensors()) {
-      tensors.push_back({name, info.dtype, info.shape,
-                         std::vector<uint8_t>(info.data, info.data + info.n_bytes)});
+  testing::RewriteTensors(dir, [&](std::vector<TensorToWrite>& tensors) {
+    for (TensorToWrite& t : tensors) {
+      if (t.name != "model.embed_tokens.weight") continue;
+      const float nan = std::nanf("");
+      for (int64_t c = 0; c < t.shape[1]; ++c) {
+        std::memcpy(t.data.data() + (token * t.shape[1] + c) * sizeof(float), &nan, sizeof(nan));
+      }
     }
-  }
-  for (TensorToWrite& t : tensors) {
-    if (t.name != "model.embed_tokens.weight") continue;
-    const float nan = std::nanf("");
-    for (int64_t c = 0; c < t.shape[1]; ++c) {
-      std::memcpy(t.data.data() + (token * t.shape[1] + c) * sizeof(float), &nan, sizeof(nan));
-    }
-  }
-  WriteSafetensors(dir + "/model.safetensors", tensors);
+  });
   return dir;
 }
 
