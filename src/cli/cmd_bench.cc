@@ -50,7 +50,8 @@ int RunBench(const BenchArgs& args) {
   ThreadPool pool(args.model.threads);
   ScratchArena scratch;  // forward-pass temporaries, reused across calls
   Exec exec{pool, SelectKernels(args.model), &scratch};
-  const std::vector<int32_t> depths = ParseIdList(args.depths, "--depth");
+  const std::vector<int32_t> depths =
+      ParseIdList(args.depths, "--depth", "context depth in tokens");
   const DType kv_dtype = ParseKvDtype(args.kv_dtype);
   // The probe runs before and after the model load and the better figure counts: right after
   // mapping a multi-GB model the kernel's page-cache work can take a few GB/s from it.
@@ -61,6 +62,21 @@ int RunBench(const BenchArgs& args) {
   const double load_seconds = Seconds(load_start);
   const double peak_gb_s = std::max(peak_before_load, probe.Measure(exec));
   const int64_t vocab = model->config().vocab_size;
+  // Checked before any depth is filled: the fill of a depth past the model's context would run
+  // for minutes before its forward pass refused the position.
+  for (int32_t depth : depths) {
+    const int64_t positions = int64_t{depth} + args.prompt + args.decode;
+    if (const int64_t max_positions = model->config().max_position_embeddings;
+        positions > max_positions) {
+      std::string message = "--depth " + std::to_string(depth);
+      message.append(" + -p ").append(std::to_string(args.prompt));
+      message.append(" + -n ").append(std::to_string(args.decode));
+      message.append(" = ").append(std::to_string(positions));
+      message.append(" positions: more than the model's max_position_embeddings ");
+      message.append(std::to_string(max_positions));
+      throw Error(message);
+    }
+  }
   const int64_t weight_bytes = model->WeightBytesPerDecodedToken();
   if (!args.json) {
     std::printf(

@@ -221,6 +221,7 @@ void RegisterServe(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(-1, 1 << 30))
       ->capture_default_str();
   cmd->add_option("--http-threads", args->http_threads, "HTTP worker threads (one per open stream)")
+      ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   cmd->add_option("--max-body", args->max_body, "Largest request body")->capture_default_str();
   cmd->add_option("--shutdown-grace", args->shutdown_grace,

@@ -12,13 +12,16 @@
 
 #include "cli/progress.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 
 namespace mlarun::cli {
 
 void AddModelOptions(CLI::App& app, ModelArgs& args) {
   app.add_option("--model,-m", args.model_dir,
                  "Model directory (config.json + *.safetensors); default: the embedded demo model");
-  app.add_option("--threads,-t", args.threads, "Worker threads (default: all cores)");
+  app.add_option("--threads,-t", args.threads,
+                 "Worker threads (0, the default: all cores; at most 8 per core)")
+      ->check(CLI::Range(0, ThreadPool::MaxThreads()));
   app.add_option("--weights", args.weights,
                  "Weight format: as-loaded or int8 (Q8 blocks, quantised at load)")
       ->capture_default_str();
@@ -178,7 +181,8 @@ uint64_t ParseByteSize(const std::string& text, const std::string& option) {
   return static_cast<uint64_t>(value * multiplier);
 }
 
-std::vector<int32_t> ParseIdList(const std::string& text, const std::string& option) {
+std::vector<int32_t> ParseIdList(const std::string& text, const std::string& option,
+                                 std::string_view item_name) {
   std::vector<int32_t> ids;
   size_t pos = 0;
   while (pos < text.size()) {
@@ -191,12 +195,15 @@ std::vector<int32_t> ParseIdList(const std::string& text, const std::string& opt
     int32_t id = 0;
     const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), id);
     if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() || id < 0) {
-      throw Error(option + ": '" + item + "' is not a token id (expected e.g. \"1,2,3\")");
+      std::string message = option;
+      message.append(": '").append(item).append("' is not a ").append(item_name);
+      message.append(" (expected e.g. \"1,2,3\")");
+      throw Error(message);
     }
     ids.push_back(id);
     pos = comma + 1;
   }
-  if (ids.empty()) throw Error(option + ": no token ids given");
+  if (ids.empty()) throw Error(option + ": nothing given");
   return ids;
 }
 

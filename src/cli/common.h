@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/dtype.h"
@@ -62,8 +63,10 @@ std::unique_ptr<KvCache> MakeKvCache(const Model& model, const KvArgs& args);
 
 // Parses "2GiB", "512MiB", "64KiB", "1GB", "1000"; throws Error naming `option`.
 uint64_t ParseByteSize(const std::string& text, const std::string& option);
-// Parses "1,2,3" into token ids; throws Error naming `option`.
-std::vector<int32_t> ParseIdList(const std::string& text, const std::string& option);
+// Parses "1,2,3" into non-negative ints (token ids unless `item_name` says otherwise); throws
+// Error naming `option`.
+std::vector<int32_t> ParseIdList(const std::string& text, const std::string& option,
+                                 std::string_view item_name = "token id");
 DType ParseKvDtype(const std::string& text);
 // Parses "auto", "naive" or "absorbed"; throws Error naming `option`.
 MlaPath ParseMlaPath(const std::string& text, const std::string& option);

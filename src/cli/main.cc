@@ -1,5 +1,5 @@
-// mlarun command-line entry point: dispatches to the subcommands and turns errors into one
-// `error: ...` line and exit code 1.
+// mlarun command-line entry point: dispatches to the subcommands and turns errors (bad options
+// included) into one `error: ...` line and exit code 1.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
@@ -7,7 +7,9 @@
 #include "cli/common.h"
 #include "core/error.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int Run(int argc, char** argv) {
   CLI::App app{"mlarun: DeepSeek-style (MLA + MoE) inference on the CPU"};
   app.require_subcommand(1);
   int exit_code = 0;
@@ -24,7 +26,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help (exit code 0) prints as CLI11 formats it; a bad option is one `error:` line and exit
+    // code 1, like every other error.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "error: %s (see --help)\n", e.what());
+    return 1;
   } catch (const mlarun::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
@@ -33,4 +39,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   return exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (...) {  // setting up the options failed (out of memory): still one line, exit code 1
+    std::fputs("error: mlarun could not start\n", stderr);
+    return 1;
+  }
 }

@@ -4,6 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
+#include <system_error>
+
+#include "core/error.h"
 
 namespace mlarun {
 
@@ -22,14 +26,29 @@ constexpr int kPausesPerClockRead = 32;
 constexpr int kWaitSpinIterations = 256;
 }  // namespace
 
+int ThreadPool::Cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
 ThreadPool::ThreadPool(int n_threads) {
-  if (n_threads <= 0)
-    n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (n_threads <= 0) n_threads = Cores();
+  if (n_threads > MaxThreads()) {
+    throw Error("thread pool: " + std::to_string(n_threads) + " threads asked for, at most " +
+                std::to_string(MaxThreads()) + " (8 per CPU; this machine has " +
+                std::to_string(Cores()) + ")");
+  }
   n_threads_ = n_threads;
-  for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
+  try {
+    for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
+  } catch (const std::system_error& e) {
+    const size_t started = workers_.size();
+    StopWorkers();
+    throw Error("thread pool: the system refused thread " + std::to_string(started + 1) + " of " +
+                std::to_string(n_threads_) + ": " + e.what());
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { StopWorkers(); }
+
+void ThreadPool::StopWorkers() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_.store(true, std::memory_order_release);
@@ -37,6 +56,7 @@ ThreadPool::~ThreadPool() {
   }
   wake_.notify_all();
   for (auto& worker : workers_) worker.join();
+  workers_.clear();
 }
 
 void ThreadPool::RunItems(int thread_index) {

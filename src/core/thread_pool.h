@@ -36,12 +36,19 @@ class FunctionRef<R(Args...)> {
 class ThreadPool {
  public:
   // Starts `n_threads - 1` workers; the calling thread is worker 0. n_threads <= 0 means all cores.
+  // Throws Error above MaxThreads() (the workers spin between kernels, so many more threads than
+  // cores only slow the pool down, and tens of thousands exhaust the process's thread limit) or
+  // when the system refuses a thread; no worker is left running then.
   explicit ThreadPool(int n_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
+
+  // The machine's logical CPUs (at least 1) and the largest pool: 8 threads per CPU.
+  static int Cores();
+  static int MaxThreads() { return 8 * Cores(); }
 
   // Calls `fn(item, thread_index)` once for every item in [0, n_items); items are handed out
   // dynamically. Returns when all are done. Must not be called re-entrantly from `fn`.
@@ -54,6 +61,7 @@ class ThreadPool {
  private:
   void WorkerLoop(int thread_index);
   void RunItems(int thread_index);
+  void StopWorkers();
 
   int n_threads_;
   std::vector<std::thread> workers_;

@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <string>
 #include <vector>
+
+#include "core/error.h"
 
 namespace mlarun {
 namespace {
@@ -31,6 +34,27 @@ TEST(ThreadPoolTest, RangesCoverExactlyWithAlignment) {
     for (int64_t i = begin; i < end; ++i) hits[static_cast<size_t>(i)]++;
   });
   for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+}
+
+TEST(ThreadPoolTest, ZeroMeansAllCoresAndTheLimitIsEightPerCore) {
+  EXPECT_EQ(ThreadPool(0).size(), ThreadPool::Cores());
+  const int max_threads = ThreadPool::MaxThreads();
+  EXPECT_EQ(max_threads, 8 * ThreadPool::Cores());
+  ThreadPool largest(max_threads);
+  std::atomic<int64_t> sum{0};
+  largest.ParallelFor(1000, [&](int64_t i, int thread) {
+    EXPECT_LT(thread, max_threads);
+    sum += i;
+  });
+  EXPECT_EQ(sum.load(), 999 * 1000 / 2);
+  try {
+    ThreadPool too_many(max_threads + 1);
+    ADD_FAILURE() << "a pool above the limit started";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(max_threads + 1) + " threads asked for"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -115,6 +115,19 @@ def main():
         print(r.stdout, r.stderr)
         failures.append("bench json")
     expect_error("bench repeats 0", [bin_, "bench", "--model", model, "--repeats", "0"], "--repeats")
+    # Checked before a depth is filled (filling it would run for minutes first).
+    expect_error("bench past the context", [bin_, "bench", "--model", model, "--depth", "0,99999999"],
+                 "--depth 99999999 + -p 512 + -n 64", "max_position_embeddings")
+    expect_error("bench negative depth", [bin_, "bench", "--model", model, "--depth", "-1"],
+                 "--depth", "'-1' is not a context depth")
+    # Tens of thousands of threads exhausted the process's thread limit (and the shell's).
+    expect_error("threads above the limit", [bin_, "generate", "--model", model, "--prompt-ids", ids,
+                                             "-t", "100000"], "--threads", "100000")
+    expect_error("negative threads", [bin_, "generate", "--model", model, "--prompt-ids", ids, "-t", "-2"],
+                 "--threads")
+    expect_error("http threads 0", [bin_, "serve", "--model", model, "--http-threads", "0"],
+                 "--http-threads")
+    expect_error("unknown option", [bin_, "generate", "--model", model, "--bogus"], "--bogus")
 
     print("%d failures" % len(failures))
     return 1 if failures else 0
