@@ -26,7 +26,9 @@ constexpr int kPausesPerClockRead = 32;
 constexpr int kWaitSpinIterations = 256;
 }  // namespace
 
-int ThreadPool::Cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+int ThreadPool::Cores() {
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = Cores();
