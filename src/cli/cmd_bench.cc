@@ -65,17 +65,10 @@ int RunBench(const BenchArgs& args) {
   // Checked before any depth is filled: the fill of a depth past the model's context would run
   // for minutes before its forward pass refused the position.
   for (int32_t depth : depths) {
-    const int64_t positions = int64_t{depth} + args.prompt + args.decode;
-    if (const int64_t max_positions = model->config().max_position_embeddings;
-        positions > max_positions) {
-      std::string message = "--depth " + std::to_string(depth);
-      message.append(" + -p ").append(std::to_string(args.prompt));
-      message.append(" + -n ").append(std::to_string(args.decode));
-      message.append(" = ").append(std::to_string(positions));
-      message.append(" positions: more than the model's max_position_embeddings ");
-      message.append(std::to_string(max_positions));
-      throw Error(message);
-    }
+    std::string what = "--depth " + std::to_string(depth);
+    what.append(" + -p ").append(std::to_string(args.prompt));
+    what.append(" + -n ").append(std::to_string(args.decode));
+    CheckWithinContext(*model, int64_t{depth} + args.prompt + args.decode, what);
   }
   const int64_t weight_bytes = model->WeightBytesPerDecodedToken();
   if (!args.json) {

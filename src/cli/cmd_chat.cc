@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <limits>
 
 #include "cli/common.h"
 #include "cli/text_io.h"
@@ -77,7 +78,8 @@ class ChatSession {
 
     TextStream stream(tokenizer_, {});
     GenerateOptions options{
-        .max_new_tokens = static_cast<int>(std::min<int64_t>(args_.max_tokens, room)),
+        .max_new_tokens = static_cast<int>(
+            args_.max_tokens < 0 ? room : std::min<int64_t>(args_.max_tokens, room)),
         .sampling = args_.sampling};
     options.sampling.seed += static_cast<uint64_t>(turn_);
     options.stop_ids = StopTokenIds(*model_, &tokenizer_);
@@ -157,9 +159,10 @@ int RunChat(const ChatArgs& args) {
   Exec exec{pool, SelectKernels(args.model), &scratch};
   ChatSession session(args, exec);
   const bool interactive = isatty(STDIN_FILENO) == 1;
-  if (interactive)
+  if (interactive) {
     std::fprintf(stderr,
                  "mlarun chat: type a message; /reset clears the conversation, /exit quits.\n");
+  }
   std::string line;
   for (;;) {
     std::printf("> ");
@@ -193,7 +196,9 @@ void RegisterChat(CLI::App& app, int* exit_code) {
   AddModelOptions(*cmd, args->model);
   AddKvOptions(*cmd, args->kv, "bf16");
   cmd->add_option("--system", args->system, "System prompt");
-  cmd->add_option("-n,--max-tokens", args->max_tokens, "Max tokens per reply")
+  cmd->add_option("-n,--max-tokens", args->max_tokens,
+                  "Max tokens per reply (-1: until the context is full)")
+      ->check(CLI::Range(-1, std::numeric_limits<int>::max()))
       ->capture_default_str();
   AddSamplingOptions(*cmd, args->sampling);
   cmd->callback([args, exit_code] { *exit_code = RunChat(*args); });

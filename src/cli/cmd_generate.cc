@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <optional>
 
 #include "cli/common.h"
@@ -54,6 +55,7 @@ int RunGenerate(const GenerateArgs& args) {
   } else {
     prompt = ParseIdList(args.prompt_ids, "--prompt-ids");
   }
+  CheckWithinContext(*model, args.ctx_size, "--ctx-size");
   const int64_t ctx = args.ctx_size > 0 ? args.ctx_size : model->config().max_position_embeddings;
   if (static_cast<int64_t>(prompt.size()) >= ctx) {
     throw Error("the prompt is " + std::to_string(prompt.size()) + " tokens, but the context is " +
@@ -62,9 +64,10 @@ int RunGenerate(const GenerateArgs& args) {
   const std::unique_ptr<KvCache> cache = MakeKvCache(*model, args.kv);
   const int32_t seq = cache->AddSequence();
   ExpertStats stats;
-  GenerateOptions options{.max_new_tokens = static_cast<int>(
-                              std::min<int64_t>(args.n, ctx - static_cast<int64_t>(prompt.size()))),
-                          .sampling = args.sampling};
+  const int64_t room = ctx - static_cast<int64_t>(prompt.size());
+  GenerateOptions options{
+      .max_new_tokens = static_cast<int>(args.n < 0 ? room : std::min<int64_t>(args.n, room)),
+      .sampling = args.sampling};
   if (!args.ignore_eos) options.stop_ids = StopTokenIds(*model, tokenizer ? &*tokenizer : nullptr);
   if (args.expert_stats) options.expert_stats = &stats;
   ProgressBar prefill_bar("prefill", static_cast<int64_t>(prompt.size()));
@@ -119,8 +122,11 @@ void RegisterGenerate(CLI::App& app, int* exit_code) {
                   "Prompt token ids, e.g. \"1,2,3\" (output is ids)");
   cmd->add_option("--stop", args->stop, "Stop string (repeatable); not printed");
   cmd->add_option("-c,--ctx-size", args->ctx_size,
-                  "Context length limit (default: max_position_embeddings)");
-  cmd->add_option("-n,--max-tokens", args->n, "Tokens to generate")->capture_default_str();
+                  "Context length limit (0, the default: max_position_embeddings)")
+      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
+  cmd->add_option("-n,--max-tokens", args->n, "Tokens to generate (-1: until the context is full)")
+      ->check(CLI::Range(-1, std::numeric_limits<int>::max()))
+      ->capture_default_str();
   AddSamplingOptions(*cmd, args->sampling);
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Do not stop at EOS");
   cmd->add_flag("--expert-stats", args->expert_stats,

@@ -1,6 +1,7 @@
 // `mlarun logits`: float32 logits [n_tokens, vocab] of a token sequence, as a .npy file, computed
 // in float32 throughout (activations and cache) for comparison with references.
 #include <cstdio>
+#include <limits>
 
 #include "cli/common.h"
 #include "core/error.h"
@@ -69,7 +70,9 @@ void RegisterLogits(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--attention", args->attention, "MLA path: auto, naive or absorbed")
       ->capture_default_str();
-  cmd->add_option("--chunk", args->chunk, "Tokens per forward pass (overrides --mode)");
+  cmd->add_option("--chunk", args->chunk,
+                  "Tokens per forward pass (overrides --mode; 0: per --mode)")
+      ->check(CLI::Range(0, std::numeric_limits<int>::max()));
   cmd->callback([args, exit_code] { *exit_code = RunLogits(*args); });
 }
 

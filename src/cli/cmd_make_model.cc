@@ -42,8 +42,10 @@ void RegisterMakeModel(CLI::App& app, int* exit_code) {
   cmd->add_option("--dtype", args->dtype, "f32, bf16, f16 or fp8 (128x128 block scales)")
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();
-  cmd->add_option("--layers", args->layers, "Override num_hidden_layers");
-  cmd->add_option("--max-shard-size", args->max_shard, "Split into shards of at most this size");
+  cmd->add_option("--layers", args->layers, "Override num_hidden_layers (0: the preset's)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--max-shard-size", args->max_shard,
+                  "Split into shards of at most this size (0: one file)");
   cmd->callback([args, exit_code] { *exit_code = RunMakeModel(*args); });
 }
 

@@ -4,6 +4,7 @@
 // NLL(j) = -log p(id_j | ids_<j of its chunk) for j >= 1; perplexity = exp(sum NLL / count).
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
@@ -35,6 +36,7 @@ int RunPerplexity(const PerplexityArgs& args) {
             &scratch};  // exact f32, as the reference evaluation
   const std::string model_dir = ResolveModelDir(args.model.model_dir);
   const std::unique_ptr<Model> model = LoadModel(args.model, pool, &exec.k);
+  CheckWithinContext(*model, args.context, "--context");
   const Tokenizer tokenizer = LoadTokenizer(model_dir);
   const std::string text = ReadInput(args.file);
   size_t bad = 0;
@@ -121,7 +123,8 @@ void RegisterPerplexity(CLI::App& app, int* exit_code) {
   cmd->add_option("--file,-f", args->file, "Text file")->required();
   cmd->add_option("--context,-c", args->context, "Tokens per independently evaluated chunk")
       ->capture_default_str();
-  cmd->add_option("--max-chunks", args->max_chunks, "Evaluate only the first N chunks");
+  cmd->add_option("--max-chunks", args->max_chunks, "Evaluate only the first N chunks (0: all)")
+      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
   cmd->add_flag("--expert-stats", args->expert_stats,
                 "Print tokens per routed expert per MoE layer");
   cmd->add_flag("--verbose,-v", args->verbose, "With --expert-stats: full histograms");

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <thread>
 
@@ -79,6 +80,9 @@ void WarmUp(const Model& model, Exec& exec, KvCache& cache, int tokens) {
 }
 
 int RunServe(const ServeArgs& args) {
+  // Options that need no model are checked before the load (seconds to minutes).
+  const uint64_t max_body_bytes = ParseByteSize(args.max_body, "--max-body");
+  if (max_body_bytes == 0) throw Error("--max-body: 0 bytes would refuse every request");
   // Block SIGINT/SIGTERM in every thread (all are created below); one thread waits for them.
   sigset_t signals;
   sigemptyset(&signals);
@@ -92,6 +96,7 @@ int RunServe(const ServeArgs& args) {
   Exec exec{pool, SelectKernels(args.model), &scratch};
   const std::string model_dir = ResolveModelDir(args.model.model_dir);
   const std::unique_ptr<Model> model = LoadModel(args.model, pool, &exec.k);
+  CheckWithinContext(*model, args.max_context, "--max-context");
   const std::unique_ptr<KvCache> cache = MakeKvCache(*model, args.kv);
 
   std::optional<Tokenizer> tokenizer;
@@ -154,7 +159,7 @@ int RunServe(const ServeArgs& args) {
                           {.host = args.host,
                            .port = args.port,
                            .http_threads = args.http_threads,
-                           .max_body_bytes = ParseByteSize(args.max_body, "--max-body"),
+                           .max_body_bytes = max_body_bytes,
                            .shutdown_grace_seconds = args.shutdown_grace,
                            .log = LogLine});
   const int port = http.Bind();
@@ -177,7 +182,10 @@ int RunServe(const ServeArgs& args) {
     http.Shutdown();
   });
   http.Run();
-  pthread_kill(signal_thread.native_handle(), SIGTERM);  // no-op wake-up if it already returned
+  // Wakes sigwait (SIGTERM is blocked in every thread, so it is taken there, not delivered);
+  // a no-op if the thread already returned.
+  pthread_kill(signal_thread.native_handle(),
+               SIGTERM);  // NOLINT(bugprone-bad-signal-to-kill-thread)
   signal_thread.join();
   return 0;
 }
@@ -191,19 +199,26 @@ void RegisterServe(CLI::App& app, int* exit_code) {
   AddModelOptions(*cmd, args->model);
   AddKvOptions(*cmd, args->kv, "bf16");
   cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
-  cmd->add_option("--port", args->port, "Port (0: any free port)")->capture_default_str();
+  cmd->add_option("--port", args->port, "Port (0: any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
   cmd->add_option("--model-name", args->model_name,
                   "Model id reported by /v1/models (default: the directory name)");
   cmd->add_option("--tokenizer", args->tokenizer_dir,
                   "Directory with tokenizer.json (default: the model directory)");
   cmd->add_option("--max-context", args->max_context,
                   "Tokens per request, prompt + output (0: max_position_embeddings)")
+      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()))
       ->capture_default_str();
   cmd->add_option("--max-running", args->max_running, "Requests decoded together at most")
+      ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--prefill-chunk", args->prefill_chunk, "Prefill chunk size (positions)")
+      ->check(CLI::Range(1, 1 << 30))
       ->capture_default_str();
-  cmd->add_option("--max-prefill-tokens", args->max_prefill_tokens, "Prefill tokens per step")
+  cmd->add_option("--max-prefill-tokens", args->max_prefill_tokens,
+                  "Prefill tokens per step (at least --prefill-chunk)")
+      ->check(CLI::Range(1, 1 << 30))
       ->capture_default_str();
   cmd->add_option("--prefill-attention", args->prefill_attention,
                   "MLA path of prefill chunks: auto (per chunk, the one with fewer multiply-adds), "
@@ -226,6 +241,7 @@ void RegisterServe(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-body", args->max_body, "Largest request body")->capture_default_str();
   cmd->add_option("--shutdown-grace", args->shutdown_grace,
                   "Seconds running requests may finish on SIGINT/SIGTERM")
+      ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
   cmd->callback([args, exit_code] { *exit_code = RunServe(*args); });
 }

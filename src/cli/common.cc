@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <optional>
 
 #include "cli/progress.h"
@@ -92,15 +93,40 @@ std::unique_ptr<Model> LoadModel(const ModelArgs& args, ThreadPool& pool,
 }
 
 void AddSamplingOptions(CLI::App& app, SamplerOptions& sampling) {
-  app.add_option("--temperature", sampling.temperature, "0 = greedy")->capture_default_str();
-  app.add_option("--top-k", sampling.top_k, "0 = off")->capture_default_str();
-  app.add_option("--top-p", sampling.top_p, "1 = off")->capture_default_str();
-  app.add_option("--min-p", sampling.min_p, "0 = off")->capture_default_str();
-  app.add_option("--repeat-penalty", sampling.repetition_penalty, "1 = off")->capture_default_str();
-  app.add_option("--presence-penalty", sampling.presence_penalty, "0 = off")->capture_default_str();
+  // The server's ranges (openai_api.cc), but for temperature: up to 100 here, 2 there.
+  app.add_option("--temperature", sampling.temperature, "0 = greedy")
+      ->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
+  app.add_option("--top-k", sampling.top_k, "0 = off")
+      ->check(CLI::Range(0, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  app.add_option("--top-p", sampling.top_p, "1 = off")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--min-p", sampling.min_p, "0 = off")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--repeat-penalty", sampling.repetition_penalty, "1 = off")
+      ->check(CLI::Range(0.01, 100.0))
+      ->capture_default_str();
+  app.add_option("--presence-penalty", sampling.presence_penalty, "0 = off")
+      ->check(CLI::Range(-2.0, 2.0))
+      ->capture_default_str();
   app.add_option("--frequency-penalty", sampling.frequency_penalty, "0 = off")
+      ->check(CLI::Range(-2.0, 2.0))
       ->capture_default_str();
   app.add_option("--seed", sampling.seed, "Sampling seed")->capture_default_str();
+}
+
+void CheckWithinContext(const Model& model, int64_t positions, const std::string& what) {
+  if (const int64_t max_positions = model.config().max_position_embeddings;
+      positions > max_positions) {
+    std::string message = what;
+    message.append(" = ").append(std::to_string(positions));
+    message.append(" positions: more than the model's max_position_embeddings ");
+    message.append(std::to_string(max_positions));
+    throw Error(message);
+  }
 }
 
 std::vector<int32_t> StopTokenIds(const Model& model, const Tokenizer* tokenizer) {

@@ -68,6 +68,9 @@ uint64_t ParseByteSize(const std::string& text, const std::string& option);
 std::vector<int32_t> ParseIdList(const std::string& text, const std::string& option,
                                  std::string_view item_name = "token id");
 DType ParseKvDtype(const std::string& text);
+// Throws Error "`what` = N positions: more than the model's max_position_embeddings M" if
+// `positions` exceeds the model's context (checked before long work, not at the failing position).
+void CheckWithinContext(const Model& model, int64_t positions, const std::string& what);
 // Parses "auto", "naive" or "absorbed"; throws Error naming `option`.
 MlaPath ParseMlaPath(const std::string& text, const std::string& option);
 // Prints, per MoE layer, tokens per routed expert: min / max / mean / coefficient of variation

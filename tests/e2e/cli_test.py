@@ -77,6 +77,13 @@ def main():
     print(("PASS" if ok else "FAIL") + " generate prints 5 ids, a summary and expert stats")
     if not ok:
         failures.append("generate")
+    # -n -1 (as in llama.cpp): until the context is full; 3 prompt ids in a context of 16.
+    r = run([bin_, "generate", "--model", model, "--prompt-ids", ids, "-n", "-1", "-c", "16", "--ignore-eos"])
+    ok = r.returncode == 0 and len(r.stdout.strip().split(",")) == 13 and "generated: 13 (length)" in r.stderr
+    print(("PASS" if ok else "FAIL") + " generate -n -1 -c 16 fills the context: 13 ids")
+    if not ok:
+        print(r.stdout, r.stderr)
+        failures.append("generate -n -1")
     v2 = os.path.join(work, "v2lite")
     os.makedirs(v2)
     shutil.copy("tests/testdata/configs/deepseek-v2-lite.config.json", v2 + "/config.json")
@@ -128,6 +135,23 @@ def main():
     expect_error("http threads 0", [bin_, "serve", "--model", model, "--http-threads", "0"],
                  "--http-threads")
     expect_error("unknown option", [bin_, "generate", "--model", model, "--bogus"], "--bogus")
+    # Out-of-range options are refused up front, not clamped or wrapped around.
+    for name, cmd, needle in [
+            ("n -2", ["generate", "--prompt-ids", ids, "-n", "-2"], "--max-tokens"),
+            ("top-p 2", ["generate", "--prompt-ids", ids, "--top-p", "2"], "--top-p"),
+            ("min-p 5", ["generate", "--prompt-ids", ids, "--min-p", "5"], "--min-p"),
+            ("negative temperature", ["generate", "--prompt-ids", ids, "--temperature", "-1"], "--temperature"),
+            ("negative repeat penalty", ["generate", "--prompt-ids", ids, "--repeat-penalty", "-1"],
+             "--repeat-penalty"),
+            ("ctx-size past the model", ["generate", "--prompt-ids", ids, "-c", "99999999"],
+             "--ctx-size = 99999999 positions"),
+            ("perplexity context past the model", ["perplexity", "-f", os.path.abspath(__file__), "-c", "99999999"],
+             "--context = 99999999 positions"),
+            ("max-running 0", ["serve", "--max-running", "0"], "--max-running"),
+            ("port 99999", ["serve", "--port", "99999"], "--port"),
+            ("max-body 0", ["serve", "--max-body", "0"], "--max-body"),
+            ("max-context past the model", ["serve", "--max-context", "99999999"], "--max-context")]:
+        expect_error(name, [bin_, cmd[0], "--model", model] + cmd[1:], needle)
 
     print("%d failures" % len(failures))
     return 1 if failures else 0
