@@ -184,8 +184,8 @@ int RunServe(const ServeArgs& args) {
   http.Run();
   // Wakes sigwait (SIGTERM is blocked in every thread, so it is taken there, not delivered);
   // a no-op if the thread already returned.
-  pthread_kill(signal_thread.native_handle(),
-               SIGTERM);  // NOLINT(bugprone-bad-signal-to-kill-thread)
+  // NOLINTNEXTLINE(bugprone-bad-signal-to-kill-thread)
+  pthread_kill(signal_thread.native_handle(), SIGTERM);
   signal_thread.join();
   return 0;
 }
