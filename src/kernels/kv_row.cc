@@ -67,13 +67,13 @@ void EncodeKvRow(const KvRowFormat& format, const float* values, void* row) {
       auto* q = static_cast<uint8_t*>(row);  // excess-128 (kv_row.h)
       // Scales and tails may be unaligned: written with memcpy.
       uint8_t* scales = static_cast<uint8_t*>(row) + n_quantized;
-      uint8_t* tails = scales + 4 * n_groups;
+      uint8_t* tails = scales + int64_t{4} * n_groups;
       thread_local std::vector<float> gathered;
       gathered.resize(static_cast<size_t>(n_quantized));
       ForEachValue(format, [&](int index, bool is_tail, int part_index) {
         if (is_tail) {
           const uint16_t bits = F32ToBF16(values[index]);
-          std::memcpy(tails + 2 * part_index, &bits, sizeof(bits));
+          std::memcpy(tails + int64_t{2} * part_index, &bits, sizeof(bits));
         } else {
           gathered[part_index] = values[index];
         }
@@ -85,7 +85,7 @@ void EncodeKvRow(const KvRowFormat& format, const float* values, void* row) {
         for (int i = begin; i < end; ++i) max_abs = std::max(max_abs, std::fabs(gathered[i]));
         const float scale = max_abs / 127.0f;
         const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
-        std::memcpy(scales + 4 * g, &scale, sizeof(float));
+        std::memcpy(scales + int64_t{4} * g, &scale, sizeof(float));
         for (int i = begin; i < end; ++i) {
           q[i] = static_cast<uint8_t>(128 +
                                       std::lrint(std::clamp(gathered[i] * inv, -127.0f, 127.0f)));

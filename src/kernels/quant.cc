@@ -75,7 +75,8 @@ void SplitQ8Row(const int8_t* q, int64_t padded_cols, uint8_t* magnitudes, uint8
   for (int64_t b = 0; b < padded_cols / kQ8Block; ++b) {
     int32_t negative_sum = 0;
     for (int64_t i = b * kQ8Block; i < (b + 1) * kQ8Block; ++i) {
-      const int32_t v = q[i];
+      // q holds signed values: sign extension is meant.
+      const int32_t v = q[i];  // NOLINT(bugprone-signed-char-misuse)
       magnitudes[i] = static_cast<uint8_t>(v < 0 ? -v : v);
       sign_masks[i] = v < 0 ? 0x7f : 0x80;
       if (v < 0) negative_sum -= v;
@@ -149,7 +150,7 @@ void PackQ8Row(int64_t r, int64_t cols, const int8_t* q, const uint16_t* s, uint
   for (int64_t b = 0; b < n_blocks; ++b) {
     uint8_t* block = values + pos.value + b * kQ8GroupRows * kQ8Block;
     // Each quad's 4 bytes as one word; q + 128 as a byte is q's bits with the top bit flipped.
-    for (int quad = 0; quad < kQ8QuadsPerBlock; ++quad) {
+    for (int64_t quad = 0; quad < kQ8QuadsPerBlock; ++quad) {
       uint32_t word = 0;
       std::memcpy(&word, q + b * kQ8Block + quad * 4, sizeof(word));
       word ^= 0x80808080u;

@@ -71,6 +71,7 @@ int32_t PrefixCache::StartSequence(std::span<const int32_t> prompt, int64_t* cac
   const int64_t matched = static_cast<int64_t>(chain.size()) * block_size_;
   const int64_t reuse = std::min<int64_t>(matched, static_cast<int64_t>(prompt.size()) - 1);
   std::vector<int32_t> blocks;
+  blocks.reserve(chain.size());
   for (const Entry* e : chain) blocks.push_back(e->block);
   int32_t seq = -1;
   if (reuse > 0) {

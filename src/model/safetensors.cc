@@ -52,18 +52,29 @@ SafetensorsArchive SafetensorsArchive::Open(const std::string& model_dir, FileLo
     }
     std::map<std::string, std::vector<std::string>> names_by_file;
     for (const auto& [name, file] : json.at("weight_map").items()) {
-      if (!file.is_string()) throw Error(index + ": weight_map['" + name + "'] is not a string");
+      if (!file.is_string()) {
+        std::string message = index;
+        message.append(": weight_map['").append(name).append("'] is not a string");
+        throw Error(message);
+      }
       names_by_file[file.get<std::string>()].push_back(name);
     }
     for (const auto& [file, names] : names_by_file) {
-      if (file.find('/') != std::string::npos)
-        throw Error(index + ": shard name '" + file + "' has a '/'");
-      const std::string shard = model_dir + "/" + file;
+      if (file.find('/') != std::string::npos) {
+        std::string message = index;
+        message.append(": shard name '").append(file).append("' has a '/'");
+        throw Error(message);
+      }
+      std::string shard = model_dir;
+      shard.append("/").append(file);
       archive.AddFile(shard, load);
       for (const std::string& name : names) {
         const TensorInfo* t = archive.Find(name);
         if (t == nullptr || t->file != shard) {
-          throw Error(shard + ": tensor '" + name + "' listed in " + index + " is missing");
+          std::string message = shard;
+          message.append(": tensor '").append(name).append("' listed in ");
+          message.append(index).append(" is missing");
+          throw Error(message);
         }
       }
     }
@@ -98,7 +109,8 @@ void SafetensorsArchive::AddFile(const std::string& path, FileLoad load) {
   const size_t data_size = size - 8 - header_size;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;
-    const std::string where = path + ": tensor '" + name + "'";
+    std::string where = path;
+    where.append(": tensor '").append(name).append("'");
     if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
         !entry.contains("data_offsets")) {
       throw Error(where + ": header entry needs dtype, shape and data_offsets");
@@ -174,6 +186,7 @@ void WriteSafetensorsStreaming(
     return bytes;
   };
   std::vector<const TensorDecl*> order;
+  order.reserve(decls.size());
   for (const TensorDecl& d : decls) order.push_back(&d);
   std::stable_sort(order.begin(), order.end(), [&](const TensorDecl* a, const TensorDecl* b) {
     const bool a_lines = n_bytes(*a) % kDataAlignment == 0;

@@ -375,6 +375,7 @@ void WriteSyntheticModel(const SyntheticModelOptions& options, const std::string
   const std::map<std::string, std::string> metadata = {{"format", "pt"}};
   if (shards.size() == 1) {
     std::vector<TensorDecl> decls;
+    decls.reserve(planned.size());
     for (const Planned& p : planned) decls.push_back(p.decl);
     WriteSafetensorsStreaming(out_dir + "/model.safetensors", decls, metadata, fill);
     std::filesystem::remove(out_dir + "/model.safetensors.index.json");

@@ -288,9 +288,9 @@ void Scheduler::Accept(Sequence* s, std::span<float> logits) {
   ++completion_tokens_;
   if (s->n_generated() == 1) s->usage.first_token_seconds = Seconds(s->submitted, Clock::now());
   const auto& stops = s->request.stop_ids;
-  if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
-    Finish(s, FinishReason::kStop);
-  } else if (s->request.on_token && !s->request.on_token(token)) {
+  // A stop token is not passed to on_token; on_token returning false stops the request too.
+  if (std::find(stops.begin(), stops.end(), token) != stops.end() ||
+      (s->request.on_token && !s->request.on_token(token))) {
     Finish(s, FinishReason::kStop);
   } else if (s->n_generated() >= s->request.max_tokens ||
              static_cast<int64_t>(s->tokens.size()) >= max_context_) {

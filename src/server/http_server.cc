@@ -100,7 +100,7 @@ int HttpServer::Bind() {
   return port;
 }
 
-void HttpServer::EngineLoop(std::stop_token stop) {
+void HttpServer::EngineLoop(const std::stop_token& stop) {
   while (!stop.stop_requested()) {
     if (!engine_.Step()) engine_.WaitForWork(std::chrono::milliseconds(100));
   }
@@ -113,7 +113,7 @@ void HttpServer::Shutdown() {
 }
 
 void HttpServer::Run() {
-  engine_thread_ = std::jthread([this](std::stop_token stop) { EngineLoop(stop); });
+  engine_thread_ = std::jthread([this](const std::stop_token& stop) { EngineLoop(stop); });
   std::promise<void> listener_done;
   std::future<void> listener_finished = listener_done.get_future();
   std::thread listener([&] {
@@ -154,7 +154,7 @@ void HttpServer::RegisterRoutes() {
   using httplib::Response;
   // Wraps a handler: counts requests and turns exceptions into OpenAI-shaped errors.
   auto wrap = [this](std::function<void(const Request&, Response&)> handler) {
-    return [this, handler](const Request& req, Response& res) {
+    return [this, handler = std::move(handler)](const Request& req, Response& res) {
       ++http_requests_;
       try {
         handler(req, res);

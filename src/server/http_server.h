@@ -48,7 +48,7 @@ class HttpServer {
  private:
   struct Route;
   void RegisterRoutes();
-  void EngineLoop(std::stop_token stop);
+  void EngineLoop(const std::stop_token& stop);
   void Log(const std::string& line) const;
 
   Engine& engine_;

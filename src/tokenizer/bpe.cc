@@ -120,8 +120,10 @@ BpeModel::BpeModel(const BpeSpec& spec, bool byte_level, const ByteLevelAlphabet
   vocab_.reserve(spec.vocab.size());
   for (const auto& [token, id] : spec.vocab) {
     if (has_id_[id]) {
-      throw TokenizerError(source + ": model.vocab: id " + std::to_string(id) +
-                           " is used by both '" + id_to_token_[id] + "' and '" + token + "'");
+      std::string message = source;
+      message.append(": model.vocab: id ").append(std::to_string(id)).append(" is used by both '");
+      message.append(id_to_token_[id]).append("' and '").append(token).append("'");
+      throw TokenizerError(message);
     }
     has_id_[id] = true;
     id_to_token_[id] = token;

@@ -91,6 +91,8 @@ struct V {
   static F Add(F a, F b) { return _mm256_add_ps(a, b); }
   static F Sub(F a, F b) { return _mm256_sub_ps(a, b); }
   static F Div(F a, F b) { return _mm256_div_ps(a, b); }
+  // Stands in for a function of the traits (AVX-512 tables define one): none here.
+  // NOLINTNEXTLINE(readability-identifier-naming)
   static constexpr void (*RoundToBf16)(const float*, int64_t, uint16_t*) = nullptr;
   static F Min(F a, F b) { return _mm256_min_ps(a, b); }
   static F Max(F a, F b) { return _mm256_max_ps(a, b); }
@@ -230,7 +232,7 @@ struct V {
       const int64_t n = std::clamp<int64_t>(cols - begin, 0, kQ8Block);
       __m256 v[4];
       __m256 max_abs = _mm256_setzero_ps();
-      for (int j = 0; j < 4; ++j) {
+      for (int64_t j = 0; j < 4; ++j) {
         const int left = static_cast<int>(std::clamp<int64_t>(n - 8 * j, 0, 8));
         v[j] = left == 8 ? _mm256_loadu_ps(x + begin + 8 * j) : LoadTail(x + begin + 8 * j, left);
         max_abs = _mm256_max_ps(max_abs, Abs(v[j]));

@@ -253,9 +253,10 @@ void MatMulRowsWith(const WeightMatrix& w, int64_t row_begin, int64_t row_end, c
       const int64_t n = std::min(kDecodeRows, row_end - r0);
       if (w.dtype == DType::kF32) {
         const float* rows[kDecodeRows];
-        for (int64_t r = 0; r < n; ++r)
+        for (int64_t r = 0; r < n; ++r) {
           rows[r] = static_cast<const float*>(w.data) +
                     (r0 + r) * (w.row_stride > 0 ? w.row_stride : cols);
+        }
         RowsOfType(rows, n, x, n_tokens, cols, y + (r0 - row_begin), ldy);
       } else if (w.dtype == DType::kF16) {
         // Widened in registers by F16C: the FMAs see the values F16ToF32Row gives the
@@ -580,9 +581,10 @@ float Dot(const float* a, const float* b, int64_t n) {
   F acc = V::Zero();
   int64_t i = 0;
   for (; i + kW <= n; i += kW) acc = V::Fma(V::Load(a + i), V::Load(b + i), acc);
-  if (i < n)
+  if (i < n) {
     acc = V::Fma(V::LoadTail(a + i, static_cast<int>(n - i)),
                  V::LoadTail(b + i, static_cast<int>(n - i)), acc);
+  }
   return V::Reduce(acc);
 }
 
@@ -590,12 +592,13 @@ float StreamSum(const float* x, int64_t n) {
   // Four independent accumulators, so loads are not serialised behind one add chain.
   F s0 = V::Zero(), s1 = V::Zero(), s2 = V::Zero(), s3 = V::Zero();
   const F one = V::Set1(1.0f);
+  constexpr int64_t kLanes = kW;
   int64_t i = 0;
-  for (; i + 4 * kW <= n; i += 4 * kW) {
+  for (; i + 4 * kLanes <= n; i += 4 * kLanes) {
     s0 = V::Fma(V::Load(x + i), one, s0);
-    s1 = V::Fma(V::Load(x + i + kW), one, s1);
-    s2 = V::Fma(V::Load(x + i + 2 * kW), one, s2);
-    s3 = V::Fma(V::Load(x + i + 3 * kW), one, s3);
+    s1 = V::Fma(V::Load(x + i + kLanes), one, s1);
+    s2 = V::Fma(V::Load(x + i + 2 * kLanes), one, s2);
+    s3 = V::Fma(V::Load(x + i + 3 * kLanes), one, s3);
   }
   float tail = 0.0f;
   for (; i < n; ++i) tail += x[i];

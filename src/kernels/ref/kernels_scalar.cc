@@ -93,8 +93,9 @@ float ExpShiftSumScalar(float* x, float shift, int64_t n) {
 
 void PvAccumulateScalar(const float* p, int n_heads, int n_rows, const float* v, int64_t v_stride,
                         int dv, float* acc) {
-  for (int h = 0; h < n_heads; ++h) {
-    for (int j = 0; j < n_rows; ++j) Axpy(p[j * n_heads + h], v + j * v_stride, acc + h * dv, dv);
+  for (int64_t h = 0; h < n_heads; ++h) {
+    for (int64_t j = 0; j < n_rows; ++j)
+      Axpy(p[j * n_heads + h], v + j * v_stride, acc + h * dv, dv);
   }
 }
 

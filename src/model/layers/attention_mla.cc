@@ -180,7 +180,7 @@ void AttendNaive(const LayerContext& ctx, const MlaWeights& w, const float* q,
   for (const auto& [block, used] : rows_used) {
     float* dst = latent_rows.data() + static_cast<int64_t>(temp_block[block]) * block_size * width;
     for (int32_t r = 0; r < used; ++r) {
-      DecodeKvRow(cache_rows.format, cache_rows.Row(block, r), dst + r * width);
+      DecodeKvRow(cache_rows.format, cache_rows.Row(block, r), dst + int64_t{r} * width);
     }
   }
   // kv = W_ukv c_kv for every row: [n_rows, n_head, nope + v].
@@ -203,10 +203,11 @@ void AttendNaive(const LayerContext& ctx, const MlaWeights& w, const float* q,
     float* dst = expanded.data() + r * row_values;
     const float* src = kv.data() + r * kv_width;
     const float* k_pe = latent_rows.data() + r * width + latent;
-    for (int h = 0; h < n_head; ++h) {
+    for (int64_t h = 0; h < n_head; ++h) {
       std::copy_n(src + h * (nope + dv), nope, dst + h * (nope + rope));
       std::copy_n(k_pe, rope, dst + h * (nope + rope) + nope);
-      std::copy_n(src + h * (nope + dv) + nope, dv, dst + n_head * (nope + rope) + h * dv);
+      std::copy_n(src + h * (nope + dv) + nope, dv,
+                  dst + static_cast<int64_t>(n_head) * (nope + rope) + h * dv);
     }
   }
   const KvRows rows{.base = reinterpret_cast<const uint8_t*>(expanded.data()),

@@ -55,7 +55,7 @@ void SelectExperts(const KernelTable& kernels, const GateSpec& spec,
     const int per_group = n / spec.n_group;
     std::vector<float> group_scores(static_cast<size_t>(spec.n_group));
     for (int g = 0; g < spec.n_group; ++g) {
-      const auto begin = choice.begin() + g * per_group;
+      const auto begin = choice.begin() + static_cast<std::ptrdiff_t>(g) * per_group;
       if (spec.method == TopkMethod::kGroupLimitedGreedy) {
         group_scores[static_cast<size_t>(g)] = *std::max_element(begin, begin + per_group);
       } else {
