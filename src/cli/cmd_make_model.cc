@@ -24,6 +24,7 @@ int RunMakeModel(const MakeModelArgs& args) {
     throw Error("--dtype: '" + args.dtype + "' is not one of f32, bf16, f16, fp8");
   }
   options.max_shard_bytes = ParseByteSize(args.max_shard, "--max-shard-size");
+  CheckOutputModelDir(args.out);
   WriteSyntheticModel(options, args.out);
   std::fprintf(stderr, "wrote %s model to %s\n", args.preset.c_str(), args.out.c_str());
   return 0;

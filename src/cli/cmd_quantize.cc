@@ -22,6 +22,7 @@ int RunQuantize(QuantizeArgs args) {
   args.model.weights = "int8";
   ThreadPool pool(args.model.threads);
   const std::string src = ResolveModelDir(args.model.model_dir);
+  CheckOutputModelDir(args.out, src);
   // The rows are quantised by the chosen kernels (`--isa`; every table gives the same bytes).
   const std::unique_ptr<Model> model =
       LoadModel(args.model, pool, &SelectKernels(args.model, "auto"));

@@ -118,6 +118,24 @@ void AddSamplingOptions(CLI::App& app, SamplerOptions& sampling) {
   app.add_option("--seed", sampling.seed, "Sampling seed")->capture_default_str();
 }
 
+void CheckOutputModelDir(const std::string& out_dir, const std::string& source_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (out_dir.empty()) throw Error("--out: no directory given");
+  if (!fs::exists(out_dir, ec)) return;
+  if (!fs::is_directory(out_dir, ec)) throw Error("--out " + out_dir + ": exists and is a file");
+  if (!source_dir.empty() && fs::equivalent(out_dir, source_dir, ec)) {
+    throw Error("--out " + out_dir +
+                ": is the model directory being read; write to another directory");
+  }
+  if (fs::exists(fs::path(out_dir) / "config.json", ec)) return;
+  if (!fs::is_empty(out_dir, ec)) {
+    throw Error("--out " + out_dir +
+                ": not empty and not a model directory (no config.json); refusing to write a "
+                "model into it");
+  }
+}
+
 void CheckWithinContext(const Model& model, int64_t positions, const std::string& what) {
   if (const int64_t max_positions = model.config().max_position_embeddings;
       positions > max_positions) {

@@ -68,6 +68,11 @@ uint64_t ParseByteSize(const std::string& text, const std::string& option);
 std::vector<int32_t> ParseIdList(const std::string& text, const std::string& option,
                                  std::string_view item_name = "token id");
 DType ParseKvDtype(const std::string& text);
+// Checks `--out DIR` before a command writes config.json / *.safetensors into it: DIR may be new,
+// empty or a model directory (holding config.json: overwritten), but not a file, another
+// non-empty directory (`--out /` wrote a model into the root) or `source_dir` itself (the weights
+// being read). Throws Error naming --out.
+void CheckOutputModelDir(const std::string& out_dir, const std::string& source_dir = "");
 // Throws Error "`what` = N positions: more than the model's max_position_embeddings M" if
 // `positions` exceeds the model's context (checked before long work, not at the failing position).
 void CheckWithinContext(const Model& model, int64_t positions, const std::string& what);

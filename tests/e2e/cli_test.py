@@ -135,6 +135,21 @@ def main():
     expect_error("http threads 0", [bin_, "serve", "--model", model, "--http-threads", "0"],
                  "--http-threads")
     expect_error("unknown option", [bin_, "generate", "--model", model, "--bogus"], "--bogus")
+    # --out must not be the model being read, a file, or a non-empty directory without config.json
+    # (`quantize --out /` had written a model into the root).
+    expect_error("quantize in place", [bin_, "quantize", "--model", model, "--out", model + "/"],
+                 "--out", "is the model directory being read")
+    other = os.path.join(work, "other")
+    os.makedirs(other)
+    open(os.path.join(other, "notes.txt"), "w").write("keep me\n")
+    expect_error("quantize into a foreign directory", [bin_, "quantize", "--model", model, "--out", other],
+                 "--out " + other, "not a model directory")
+    expect_error("make-model into a foreign directory", [bin_, "make-model", "--preset", "tiny-v2", "--out",
+                                                         other], "--out " + other, "not a model directory")
+    ok = sorted(os.listdir(other)) == ["notes.txt"]
+    print(("PASS" if ok else "FAIL") + " the foreign directory is untouched")
+    if not ok:
+        failures.append("foreign directory untouched")
     # Out-of-range options are refused up front, not clamped or wrapped around.
     for name, cmd, needle in [
             ("n -2", ["generate", "--prompt-ids", ids, "-n", "-2"], "--max-tokens"),
