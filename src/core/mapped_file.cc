@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -91,10 +92,14 @@ MappedFile::~MappedFile() {
 }
 
 std::string ReadFileToString(const std::string& path) {
+  // An ifstream opens a directory and then reads nothing: it would pass for an empty file.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open: " + std::strerror(errno));
   std::ostringstream buffer;
   buffer << in.rdbuf();
+  if (in.bad()) throw Error(path + ": read failed");
   return buffer.str();
 }
 

@@ -26,6 +26,26 @@ std::string Pattern(size_t n) {
   return s;
 }
 
+TEST(MappedFileTest, ReadFileToStringReadsFilesAndRefusesDirectories) {
+  const std::string path = TempPath("read");
+  const std::string contents = Pattern(100000);
+  WriteStringToFile(path, contents);
+  EXPECT_EQ(ReadFileToString(path), contents);
+  WriteStringToFile(path, "");
+  EXPECT_EQ(ReadFileToString(path), "");
+  const std::string dir = TempPath("read_dir");
+  std::filesystem::create_directories(dir);
+  try {
+    ReadFileToString(dir);
+    ADD_FAILURE() << "a directory read as a file";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), dir + ": is a directory, not a file");
+  }
+  EXPECT_THROW(ReadFileToString(TempPath("missing")), Error);
+  std::filesystem::remove(dir);
+  std::filesystem::remove(path);
+}
+
 TEST(MappedFileTest, ReleasedPagesReadBackTheFileBytes) {
   // Packed copies of tensors drop the mapped file's pages; a later read still sees the file.
   const std::string contents = Pattern((size_t{1} << 20) + 77);
