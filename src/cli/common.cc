@@ -200,7 +200,7 @@ uint64_t ParseByteSize(const std::string& text, const std::string& option) {
   const char* begin = text.data();
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(begin, end, value);
-  if (ec != std::errc() || value < 0) {
+  if (ec != std::errc() || !std::isfinite(value) || value < 0) {  // from_chars takes "inf", "nan"
     throw Error(option + ": '" + text + "' is not a size (e.g. 512MiB, 2GiB)");
   }
   const std::string unit(ptr, end);
@@ -213,15 +213,23 @@ uint64_t ParseByteSize(const std::string& text, const std::string& option) {
     multiplier = 1024.0 * 1024.0;
   } else if (unit == "GiB") {
     multiplier = 1024.0 * 1024.0 * 1024.0;
+  } else if (unit == "TiB") {
+    multiplier = 1024.0 * 1024.0 * 1024.0 * 1024.0;
   } else if (unit == "KB") {
     multiplier = 1e3;
   } else if (unit == "MB") {
     multiplier = 1e6;
   } else if (unit == "GB") {
     multiplier = 1e9;
+  } else if (unit == "TB") {
+    multiplier = 1e12;
   } else {
-    throw Error(option + ": unknown unit '" + unit + "' (use B, KiB, MiB, GiB, KB, MB, GB)");
+    throw Error(option + ": unknown unit '" + unit +
+                "' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)");
   }
+  // Casting a double past 2^64 to an integer is undefined; an exbibyte is past any real budget.
+  constexpr double kMaxBytes = 1152921504606846976.0;  // 2^60
+  if (value * multiplier > kMaxBytes) throw Error(option + ": '" + text + "' is more than 1 EiB");
   return static_cast<uint64_t>(value * multiplier);
 }
 

@@ -47,6 +47,11 @@ def main():
                  "--kv-policy", "window must be >= 1")
     expect_error("tiny budget", [bin_, "generate", "--model", model, "--prompt-ids", ids, "--kv-budget", "100B"],
                  "--kv-budget", "cannot hold one KV block")
+    # from_chars reads "nan" and overflowing digits; both had reached a float-to-int cast.
+    expect_error("nan budget", [bin_, "generate", "--model", model, "--prompt-ids", ids, "--kv-budget", "nan"],
+                 "--kv-budget", "'nan' is not a size")
+    expect_error("budget past 1 EiB", [bin_, "generate", "--model", model, "--prompt-ids", ids, "--kv-budget",
+                                       "99999999999999999999999"], "--kv-budget", "more than 1 EiB")
     expect_error("budget exhausted", [bin_, "generate", "--model", model, "--prompt-ids", ids, "-n", "300",
                                       "--ignore-eos", "--kv-budget", "24KiB", "--kv-block-size", "16"],
                  "--kv-budget", "KV cache is full")
