@@ -47,6 +47,9 @@ KvPolicy ParseKvPolicy(std::string_view text) {
     int value = 0;
     const auto [end, ec] =
         std::from_chars(value_text.data(), value_text.data() + value_text.size(), value);
+    if (ec == std::errc::result_out_of_range) {
+      throw Error("--kv-policy: '" + std::string(part) + "' is out of range (at most 2^31 - 1)");
+    }
     if (ec != std::errc() || end != value_text.data() + value_text.size()) {
       throw Error("--kv-policy: '" + std::string(part) + "' has a non-integer value");
     }

@@ -32,6 +32,7 @@ TEST(KvPolicyTest, RejectsBadPolicies) {
   ExpectErrorMentions("ring:4", "unknown policy 'ring'");
   ExpectErrorMentions("window:0", "window must be >= 1");
   ExpectErrorMentions("window:x", "non-integer");
+  ExpectErrorMentions("window:999999999999", "out of range");
   ExpectErrorMentions("window", "needs a value");
   ExpectErrorMentions("compress:1,window:4", "compress must be >= 2");
   ExpectErrorMentions("compress:4", "needs a window");
