@@ -41,10 +41,10 @@ ThreadPool::ThreadPool(int n_threads) {
   try {
     for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
   } catch (const std::system_error& e) {
-    const size_t started = workers_.size();
+    const size_t running = workers_.size() + 1;  // with the calling thread
     StopWorkers();
-    throw Error("thread pool: the system refused thread " + std::to_string(started + 1) + " of " +
-                std::to_string(n_threads_) + ": " + e.what());
+    throw Error("thread pool: the system started " + std::to_string(running) + " of the " +
+                std::to_string(n_threads_) + " threads asked for: " + e.what());
   }
 }
 
