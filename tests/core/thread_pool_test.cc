@@ -2,8 +2,13 @@
 #include "core/thread_pool.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -55,6 +60,39 @@ TEST(ThreadPoolTest, ZeroMeansAllCoresAndTheLimitIsEightPerCore) {
               std::string::npos)
         << e.what();
   }
+}
+
+// In a child process: limits the address space to the current size + 8 MiB, where the workers'
+// stacks (2-8 MiB each) run out after a few threads, and starts the largest pool. Exits 0 when
+// the pool throws Error (printed), 2 if every thread started.
+[[noreturn]] void StartLargestPoolUnderAddressLimit() {
+  long pages = 0;
+  std::FILE* statm = std::fopen("/proc/self/statm", "r");
+  if (statm == nullptr || std::fscanf(statm, "%ld", &pages) != 1) std::_Exit(4);
+  std::fclose(statm);
+  const rlim_t current = static_cast<rlim_t>(pages) * static_cast<rlim_t>(getpagesize());
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(5);
+  limit.rlim_cur = std::min(limit.rlim_max, current + (rlim_t{8} << 20));  // hard limit kept
+  if (setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(6);
+  try {
+    ThreadPool pool(ThreadPool::MaxThreads());
+    std::_Exit(2);
+  } catch (const Error& e) {
+    std::fputs(e.what(), stderr);
+    std::_Exit(0);
+  }
+}
+
+// The pool must throw Error when the system refuses a thread, not std::terminate on a joinable
+// std::thread, and join the workers it had started (the child would hang otherwise).
+TEST(ThreadPoolDeathTest, ARefusedThreadIsAnErrorAndTheStartedOnesAreJoined) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer's shadow memory needs an unlimited address space";
+#else
+  EXPECT_EXIT(StartLargestPoolUnderAddressLimit(), ::testing::ExitedWithCode(0),
+              "thread pool: the system started [0-9]+ of the [0-9]+ threads");
+#endif
 }
 
 }  // namespace
