@@ -62,6 +62,7 @@ TEST(ThreadPoolTest, ZeroMeansAllCoresAndTheLimitIsEightPerCore) {
   }
 }
 
+#if !defined(__SANITIZE_ADDRESS__)  // AddressSanitizer's shadow memory needs an unlimited one
 // In a child process: limits the address space to the current size + 8 MiB, where the workers'
 // stacks (2-8 MiB each) run out after a few threads, and starts the largest pool. Exits 0 when
 // the pool throws Error (printed), 2 if every thread started.
@@ -83,6 +84,7 @@ TEST(ThreadPoolTest, ZeroMeansAllCoresAndTheLimitIsEightPerCore) {
     std::_Exit(0);
   }
 }
+#endif
 
 // The pool must throw Error when the system refuses a thread, not std::terminate on a joinable
 // std::thread, and join the workers it had started (the child would hang otherwise).
