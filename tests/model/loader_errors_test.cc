@@ -38,6 +38,7 @@ std::string CopyModel(const std::string& name) {
   return dst;
 }
 
+using testing::EditTensor;
 using testing::RewriteTensors;
 
 TEST(LoaderErrorsTest, MissingWeightsFile) {
@@ -74,11 +75,8 @@ TEST(LoaderErrorsTest, GarbageHeader) {
 
 TEST(LoaderErrorsTest, WrongShapeNamesTensor) {
   const std::string dir = CopyModel("shape");
-  RewriteTensors(dir, [](std::vector<TensorToWrite>& tensors) {
-    for (TensorToWrite& t : tensors) {
-      if (t.name == "model.layers.1.self_attn.kv_b_proj.weight") std::swap(t.shape[0], t.shape[1]);
-    }
-  });
+  EditTensor(dir, "model.layers.1.self_attn.kv_b_proj.weight",
+             [](TensorToWrite& t) { std::swap(t.shape[0], t.shape[1]); });
   EXPECT_EQ(LoadError(dir),
             dir +
                 "/model.safetensors: tensor 'model.layers.1.self_attn.kv_b_proj.weight'"
@@ -87,11 +85,7 @@ TEST(LoaderErrorsTest, WrongShapeNamesTensor) {
 
 TEST(LoaderErrorsTest, WrongDtypeNamesTensor) {
   const std::string dir = CopyModel("dtype");
-  RewriteTensors(dir, [](std::vector<TensorToWrite>& tensors) {
-    for (TensorToWrite& t : tensors) {
-      if (t.name == "model.norm.weight") t.dtype = DType::kI32;
-    }
-  });
+  EditTensor(dir, "model.norm.weight", [](TensorToWrite& t) { t.dtype = DType::kI32; });
   EXPECT_EQ(LoadError(dir),
             dir + "/model.safetensors: tensor 'model.norm.weight' has unsupported dtype I32");
 }
@@ -133,12 +127,9 @@ TEST(LoaderErrorsTest, Fp8ScaleThatIsNotFiniteNamesTensorAndBlock) {
   fs::remove_all(dir);
   fs::copy(src, dir, fs::copy_options::recursive);
   const std::string name = "model.layers.1.mlp.experts.2.up_proj.weight_scale_inv";
-  RewriteTensors(dir, [&](std::vector<TensorToWrite>& tensors) {
-    for (TensorToWrite& t : tensors) {
-      if (t.name != name) continue;
-      const float inf = INFINITY;
-      std::memcpy(t.data.data(), &inf, sizeof(inf));
-    }
+  EditTensor(dir, name, [](TensorToWrite& t) {
+    const float inf = INFINITY;
+    std::memcpy(t.data.data(), &inf, sizeof(inf));
   });
   const std::string error = LoadError(dir);
   EXPECT_NE(error.find("model.safetensors: tensor '" + name + "' holds inf at [0, 0]"),
@@ -150,16 +141,13 @@ TEST(LoaderErrorsTest, Int8QuantisationOfANanWeightNamesTensorAndPosition) {
   const std::string dir = CopyModel("nan_weight");
   const std::string name = "model.layers.1.mlp.experts.2.down_proj.weight";
   int64_t cols = 0;
-  RewriteTensors(dir, [&](std::vector<TensorToWrite>& tensors) {
-    for (TensorToWrite& t : tensors) {
-      if (t.name != name) continue;
-      ASSERT_EQ(t.dtype, DType::kF32);
-      cols = t.shape[1];
-      const float nan = NAN;
-      std::memcpy(t.data.data() + (3 * cols + 5) * sizeof(float), &nan, sizeof(nan));
-      const float inf = -INFINITY;  // a later row: the error names the first
-      std::memcpy(t.data.data() + (7 * cols + 1) * sizeof(float), &inf, sizeof(inf));
-    }
+  EditTensor(dir, name, [&](TensorToWrite& t) {
+    ASSERT_EQ(t.dtype, DType::kF32);
+    cols = t.shape[1];
+    const float nan = NAN;
+    std::memcpy(t.data.data() + (3 * cols + 5) * sizeof(float), &nan, sizeof(nan));
+    const float inf = -INFINITY;  // a later row: the error names the first
+    std::memcpy(t.data.data() + (7 * cols + 1) * sizeof(float), &inf, sizeof(inf));
   });
   ASSERT_GT(cols, 5);
   EXPECT_EQ(LoadError(dir), "");  // as loaded (f32), the values are passed through
@@ -200,16 +188,13 @@ std::string CopyLoadError(const std::string& dir, bool pack_16bit) {
 TEST(LoaderErrorsTest, CopyLoadRefusesNonFiniteWeightsNamingTensorAndPosition) {
   const std::string dir = CopyModel("nonfinite_f32");
   const std::string name = "model.layers.1.mlp.experts.2.down_proj.weight";
-  RewriteTensors(dir, [&](std::vector<TensorToWrite>& tensors) {
-    for (TensorToWrite& t : tensors) {
-      if (t.name != name) continue;
-      ASSERT_EQ(t.dtype, DType::kF32);
-      const int64_t cols = t.shape[1];
-      const float inf = -INFINITY;
-      std::memcpy(t.data.data() + (7 * cols + 1) * sizeof(float), &inf, sizeof(inf));
-      const float nan = NAN;  // an earlier row: the error names this one
-      std::memcpy(t.data.data() + (3 * cols + 5) * sizeof(float), &nan, sizeof(nan));
-    }
+  EditTensor(dir, name, [](TensorToWrite& t) {
+    ASSERT_EQ(t.dtype, DType::kF32);
+    const int64_t cols = t.shape[1];
+    const float inf = -INFINITY;
+    std::memcpy(t.data.data() + (7 * cols + 1) * sizeof(float), &inf, sizeof(inf));
+    const float nan = NAN;  // an earlier row: the error names this one
+    std::memcpy(t.data.data() + (3 * cols + 5) * sizeof(float), &nan, sizeof(nan));
   });
   EXPECT_EQ(LoadError(dir), "");
   for (bool pack : {false, true}) {
@@ -220,21 +205,18 @@ TEST(LoaderErrorsTest, CopyLoadRefusesNonFiniteWeightsNamingTensorAndPosition) {
 TEST(LoaderErrorsTest, CopyLoadRefusesInfInABf16MatrixAndNanInANorm) {
   const std::string dir = CopyModel("nonfinite_bf16");
   const std::string matrix = "model.layers.0.self_attn.o_proj.weight";
-  RewriteTensors(dir, [&](std::vector<TensorToWrite>& tensors) {
-    for (TensorToWrite& t : tensors) {
-      if (t.name != matrix) continue;
-      // The matrix stored as bf16, with +inf at [2, 9].
-      const int64_t n = static_cast<int64_t>(t.data.size() / sizeof(float));
-      std::vector<uint8_t> bf16(static_cast<size_t>(n) * 2);
-      for (int64_t i = 0; i < n; ++i) {
-        float v = 0;
-        std::memcpy(&v, t.data.data() + i * 4, 4);
-        const uint16_t b = i == 2 * t.shape[1] + 9 ? uint16_t{0x7f80} : F32ToBF16(v);
-        std::memcpy(bf16.data() + i * 2, &b, 2);
-      }
-      t.dtype = DType::kBF16;
-      t.data = std::move(bf16);
+  EditTensor(dir, matrix, [](TensorToWrite& t) {
+    // The matrix stored as bf16, with +inf at [2, 9].
+    const int64_t n = static_cast<int64_t>(t.data.size() / sizeof(float));
+    std::vector<uint8_t> bf16(static_cast<size_t>(n) * 2);
+    for (int64_t i = 0; i < n; ++i) {
+      float v = 0;
+      std::memcpy(&v, t.data.data() + i * 4, 4);
+      const uint16_t b = i == 2 * t.shape[1] + 9 ? uint16_t{0x7f80} : F32ToBF16(v);
+      std::memcpy(bf16.data() + i * 2, &b, 2);
     }
+    t.dtype = DType::kBF16;
+    t.data = std::move(bf16);
   });
   EXPECT_EQ(LoadError(dir), "");
   for (bool pack : {false, true}) {
@@ -257,11 +239,8 @@ TEST(LoaderErrorsTest, CopyLoadRefusesInfInABf16MatrixAndNanInANorm) {
         << pack;
   }
   // Once every weight is finite the same loads succeed.
-  RewriteTensors(dir, [&](std::vector<TensorToWrite>& tensors) {
-    for (TensorToWrite& t : tensors) {
-      if (t.name == "model.norm.weight") std::memset(t.data.data() + 4 * sizeof(float), 0, 4);
-    }
-  });
+  EditTensor(dir, "model.norm.weight",
+             [](TensorToWrite& t) { std::memset(t.data.data() + 4 * sizeof(float), 0, 4); });
   for (bool pack : {false, true}) EXPECT_EQ(CopyLoadError(dir, pack), "") << pack;
 }
 
@@ -278,10 +257,8 @@ std::string CopyPackedQ8Model(const std::string& name) {
 TEST(LoaderErrorsTest, PackedQ8WithWrongShapeNamesTensorAndLogicalShape) {
   const std::string dir = CopyPackedQ8Model("shape");
   EXPECT_EQ(LoadError(dir), "");
-  RewriteTensors(dir, [](std::vector<TensorToWrite>& tensors) {
-    for (TensorToWrite& t : tensors) {
-      if (t.name == "model.layers.1.self_attn.kv_b_proj.weight") t.shape = {64, 128};
-    }
+  EditTensor(dir, "model.layers.1.self_attn.kv_b_proj.weight", [](TensorToWrite& t) {
+    t.shape = {64, 128};
   });
   EXPECT_EQ(LoadError(dir),
             dir +

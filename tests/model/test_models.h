@@ -39,4 +39,16 @@ void RewriteTensors(const std::string& dir, Edit edit) {
   WriteSafetensors(dir + "/model.safetensors", tensors);
 }
 
+// Rewrites DIR/model.safetensors with `edit` applied to the tensor called `name` (a test failure
+// if there is none).
+template <typename Edit>
+void EditTensor(const std::string& dir, const std::string& name, Edit edit) {
+  RewriteTensors(dir, [&](std::vector<TensorToWrite>& tensors) {
+    for (TensorToWrite& t : tensors) {
+      if (t.name == name) return edit(t);
+    }
+    ADD_FAILURE() << dir << ": no tensor '" << name << "' to edit";
+  });
+}
+
 }  // namespace mlarun::testing

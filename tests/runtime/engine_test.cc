@@ -124,13 +124,10 @@ std::string ModelWithNanEmbedding(int32_t token) {
   std::string dir = ::testing::TempDir() + "/engine_nan_embedding";
   std::filesystem::remove_all(dir);
   std::filesystem::copy(src, dir, std::filesystem::copy_options::recursive);
-  testing::RewriteTensors(dir, [&](std::vector<TensorToWrite>& tensors) {
-    for (TensorToWrite& t : tensors) {
-      if (t.name != "model.embed_tokens.weight") continue;
-      const float nan = std::nanf("");
-      for (int64_t c = 0; c < t.shape[1]; ++c) {
-        std::memcpy(t.data.data() + (token * t.shape[1] + c) * sizeof(float), &nan, sizeof(nan));
-      }
+  testing::EditTensor(dir, "model.embed_tokens.weight", [&](TensorToWrite& t) {
+    const float nan = std::nanf("");
+    for (int64_t c = 0; c < t.shape[1]; ++c) {
+      std::memcpy(t.data.data() + (token * t.shape[1] + c) * sizeof(float), &nan, sizeof(nan));
     }
   });
   return dir;
