@@ -3,6 +3,7 @@
 // are identical for any thread count.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -74,5 +75,21 @@ class ThreadPool {
   FunctionRef<void(int64_t, int)>* job_ = nullptr;
   std::atomic<bool> stop_{false};
 };
+
+// Calls fn(r) for every r in [0, rows), in items of `rows_per_item` consecutive rows handed out on
+// `pool` (all on the calling thread when `pool` is null).
+template <typename Fn>
+void ForRowsInItems(ThreadPool* pool, int64_t rows, int64_t rows_per_item, Fn&& fn) {
+  auto item = [&](int64_t i, int) {
+    const int64_t end = std::min(rows, (i + 1) * rows_per_item);
+    for (int64_t r = i * rows_per_item; r < end; ++r) fn(r);
+  };
+  const int64_t items = (rows + rows_per_item - 1) / rows_per_item;
+  if (pool != nullptr) {
+    pool->ParallelFor(items, item);
+  } else {
+    for (int64_t i = 0; i < items; ++i) item(i, 0);
+  }
+}
 
 }  // namespace mlarun

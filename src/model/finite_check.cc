@@ -85,11 +85,12 @@ int64_t FirstNonFiniteValue(DType dtype, const void* values, int64_t n) {
   }
 }
 
-void FirstNonFiniteRow::Check(int64_t r, DType dtype, const void* values, int64_t n) {
-  if (FirstNonFiniteValue(dtype, values, n) < 0) return;
+bool FirstNonFiniteRow::Check(int64_t r, DType dtype, const void* values, int64_t n) {
+  if (FirstNonFiniteValue(dtype, values, n) < 0) return true;
   int64_t seen = row_.load();
   while (r < seen && !row_.compare_exchange_weak(seen, r)) {
   }
+  return false;
 }
 
 Error NonFiniteWeightError(const std::string& name, const WeightMatrix& m, int64_t row) {
@@ -120,10 +121,8 @@ void CheckWeightsFinite(ThreadPool& pool, const ModelConfig& config, ModelWeight
     const int64_t stride = m.row_stride > 0 ? m.row_stride : m.cols;
     const auto* bytes = static_cast<const uint8_t*>(m.data);
     FirstNonFiniteRow bad(m.rows);
-    constexpr int64_t kRowsPerItem = 64;
-    pool.ParallelFor((m.rows + kRowsPerItem - 1) / kRowsPerItem, [&](int64_t item, int) {
-      for (int64_t r = item * kRowsPerItem; r < std::min(m.rows, (item + 1) * kRowsPerItem); ++r)
-        bad.Check(r, m.dtype, bytes + static_cast<size_t>(r * stride) * DTypeSize(m.dtype), m.cols);
+    ForRowsInItems(&pool, m.rows, /*rows_per_item=*/64, [&](int64_t r) {
+      bad.Check(r, m.dtype, bytes + static_cast<size_t>(r * stride) * DTypeSize(m.dtype), m.cols);
     });
     if (bad.found()) throw NonFiniteWeightError(slot.name, m, bad.row());
   });

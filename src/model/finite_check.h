@@ -33,7 +33,8 @@ inline uint16_t NonFinite16Threshold(DType dtype) {
 class FirstNonFiniteRow {
  public:
   explicit FirstNonFiniteRow(int64_t rows) : rows_(rows), row_(rows) {}
-  void Check(int64_t r, DType dtype, const void* values, int64_t n);
+  // Notes row r if one of its n values is not finite; returns whether all are finite.
+  bool Check(int64_t r, DType dtype, const void* values, int64_t n);
   bool found() const { return row_.load() < rows_; }
   int64_t row() const { return row_.load(); }
 

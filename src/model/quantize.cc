@@ -6,7 +6,6 @@
 #include "model/quantize.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -59,19 +58,8 @@ WeightMatrix AllocatePackedQ8(int64_t rows, int64_t cols, ModelWeights& weights,
           .q8_layout = Q8Layout::kPacked16};
 }
 
-// Runs fn(r) for r < rows, in items of 64 rows on `pool` (inline when null).
-template <typename Fn>
-void ForRows(ThreadPool* pool, int64_t rows, Fn&& fn) {
-  auto item = [&](int64_t i, int) {
-    for (int64_t r = i * 64; r < std::min(rows, (i + 1) * 64); ++r) fn(r);
-  };
-  const int64_t items = (rows + 63) / 64;
-  if (pool != nullptr) {
-    pool->ParallelFor(items, item);
-  } else {
-    for (int64_t i = 0; i < items; ++i) item(i, 0);
-  }
-}
+// Rows per work item of the per-row loops below (ForRowsInItems).
+constexpr int64_t kRowsPerItem = 64;
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
@@ -93,8 +81,8 @@ WeightMatrix QuantizeMatrixQ8(ThreadPool* pool, const KernelTable& kernels,
   const int64_t stride = Q8PaddedCols(source.cols);
   // The first row with a value that is not finite (checked on every row: int8 has no NaN or
   // inf, and quantising one would give arbitrary bytes).
-  std::atomic<int64_t> bad_row{source.rows};
-  ForRows(pool, source.rows, [&](int64_t r) {
+  FirstNonFiniteRow bad(source.rows);
+  ForRowsInItems(pool, source.rows, kRowsPerItem, [&](int64_t r) {
     thread_local std::vector<float> row;
     thread_local std::vector<int8_t> q;
     thread_local std::vector<uint16_t> s;
@@ -102,16 +90,12 @@ WeightMatrix QuantizeMatrixQ8(ThreadPool* pool, const KernelTable& kernels,
     q.resize(static_cast<size_t>(stride));
     s.resize(static_cast<size_t>(stride / kQ8Block));
     source.DecodeRow(r, row.data());
-    if (FirstNonFiniteValue(DType::kF32, row.data(), source.cols) >= 0) {
-      int64_t seen = bad_row.load();
-      while (r < seen && !bad_row.compare_exchange_weak(seen, r)) {
-      }
-      return;
-    }
+    if (!bad.Check(r, DType::kF32, row.data(), source.cols)) return;
     kernels.quantize_weight_row_q8(row.data(), source.cols, q.data(), s.data());
     PackQ8Row(r, source.cols, q.data(), s.data(), values, scales);
   });
-  if (const int64_t r = bad_row.load(); r < source.rows) {
+  if (bad.found()) {
+    const int64_t r = bad.row();
     std::vector<float> row(static_cast<size_t>(source.cols));
     source.DecodeRow(r, row.data());
     const int64_t c = FirstNonFiniteValue(DType::kF32, row.data(), source.cols);
@@ -214,7 +198,7 @@ WeightMatrix PackQ8Matrix(ThreadPool* pool, const WeightMatrix& row_major, Model
   const WeightMatrix packed =
       AllocatePackedQ8(row_major.rows, row_major.cols, weights, &values, &scales);
   const int64_t stride = Q8PaddedCols(row_major.cols);
-  ForRows(pool, row_major.rows, [&](int64_t r) {
+  ForRowsInItems(pool, row_major.rows, kRowsPerItem, [&](int64_t r) {
     PackQ8Row(r, row_major.cols, static_cast<const int8_t*>(row_major.data) + r * stride,
               row_major.q8_scales + r * (stride / kQ8Block), values, scales);
   });
@@ -343,7 +327,7 @@ void CopyStreamedWeights(ThreadPool& pool, const ModelConfig& config, ModelWeigh
       [&](WeightMatrix& m, uint8_t* dst, FirstNonFiniteRow& bad) {
         const size_t row_bytes = static_cast<size_t>(m.cols) * DTypeSize(m.dtype);
         const auto* src = static_cast<const uint8_t*>(m.data);
-        ForRows(&pool, m.rows, [&](int64_t r) {
+        ForRowsInItems(&pool, m.rows, kRowsPerItem, [&](int64_t r) {
           const size_t at = static_cast<size_t>(r) * row_bytes;
           std::memcpy(dst + at, src + at, row_bytes);
           bad.Check(r, m.dtype, dst + at, m.cols);
