@@ -330,11 +330,11 @@ BENCHMARK_CAPTURE(BM_AttentionGemm, scalar, Isa::kScalar)->Apply(GemmShapes);
 BENCHMARK_CAPTURE(BM_AttentionGemm, avx2, Isa::kAvx2)->Apply(GemmShapes);
 BENCHMARK_CAPTURE(BM_AttentionGemm, avx512, Isa::kAvx512)->Apply(GemmShapes);
 
-// The same shapes as bf16 pair GEMMs (`--isa fast` prefill attention): k counts bf16 values
-// (k / 2 pair words), FLOP as for the float32 GEMM.
-void BM_AttentionGemmBf16(benchmark::State& state) {
-  const KernelTable& k = GetKernelTable(Isa::kAvx512Bf16);
-  if (!IsaSupported(Isa::kAvx512Bf16) || k.gemm_bf16_pairs == nullptr) {
+// The same shapes as bf16 pair GEMMs (`--isa fast` prefill attention; vdpbf16ps, or AMX tiles):
+// k counts bf16 values (k / 2 pair words), FLOP as for the float32 GEMM.
+void BM_AttentionGemmBf16(benchmark::State& state, Isa isa) {
+  const KernelTable& k = GetKernelTable(isa);
+  if (!IsaSupported(isa) || k.gemm_bf16_pairs == nullptr) {
     state.SkipWithError("no bf16 GEMM on this CPU");
     return;
   }
@@ -353,7 +353,8 @@ void BM_AttentionGemmBf16(benchmark::State& state) {
       4.0 * static_cast<double>(m * n * pairs) * static_cast<double>(state.iterations()) / 1e9,
       benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_AttentionGemmBf16)->Apply(GemmShapes);
+BENCHMARK_CAPTURE(BM_AttentionGemmBf16, avx512bf16, Isa::kAvx512Bf16)->Apply(GemmShapes);
+BENCHMARK_CAPTURE(BM_AttentionGemmBf16, amx, Isa::kAmx)->Apply(GemmShapes);
 
 }  // namespace
 }  // namespace mlarun

@@ -151,11 +151,12 @@ struct KernelTable {
   void (*pv_accumulate_i8)(const float* p, int ldp, int n_heads, int n_rows,
                            const uint8_t* const* rows, int body_dim, int quant_group, int dv,
                            float* acc);
-  // Optional (AVX512-BF16 only): c[i, j] = sum_kk a[i, kk] . b[kk, j] for i < m, j < n, where
-  // every a and b element is a pair of bf16 values in one 32-bit word (low half first) and "."
-  // is the pair's dot product, accumulated in float32 (vdpbf16ps). So a: [m, 2 k_pairs] bf16
-  // row-major, and b: [2 k_pairs, n] with rows 2kk and 2kk + 1 interleaved. Leading dimensions
-  // are in words (a, b) and floats (c). Used by `--isa fast` for the tiled attention of prefill.
+  // Optional (AVX512-BF16 or AMX): c[i, j] = sum_kk a[i, kk] . b[kk, j] for i < m, j < n,
+  // where every a and b element is a pair of bf16 values in one 32-bit word (low half first) and
+  // "." is the pair's dot product, accumulated in float32 (vdpbf16ps; AMX: tdpbf16ps tiles,
+  // amx_pair_gemm.h). So a: [m, 2 k_pairs] bf16 row-major, and b: [2 k_pairs, n] with rows 2kk
+  // and 2kk + 1 interleaved. Leading dimensions are in words (a, b) and floats (c). Used by
+  // `--isa fast` for the tiled attention of prefill.
   void (*gemm_bf16_pairs)(int64_t m, int64_t n, int64_t k_pairs, const uint32_t* a, int64_t lda,
                           const uint32_t* b, int64_t ldb, float* c, int64_t ldc);
   // Whether bf16 and f16 matrices are read fastest in Layout16::kPacked16 (packed_bf16.h), so
@@ -170,7 +171,8 @@ const KernelTable& GetKernelTable(Isa isa);
 // with the AVX512-BF16 table's attention over int8 cache rows (vpdpbusd scores, only the
 // 64-value RoPE tail by vdpbf16ps) instead of the AVX-512 table's, which decodes the rows to
 // float32 (on the Intel Xeon VM, int8 weights and cache, decode at depth 4096: 33.0 -> 47.3
-// tok/s), plus, where AMX is supported, the AMX table's tile products for prefill batches.
+// tok/s), plus, where AMX is supported, the AMX table's tile products for prefill batches and
+// its pair GEMM (so that the prefill's attention runs on bf16 tiles there too).
 const KernelTable& FastestKernelTable();
 
 // What a kernel call needs: the worker threads and the kernels of the chosen ISA.
@@ -188,7 +190,8 @@ const KernelTable& Avx2KernelTable();
 const KernelTable& Avx512KernelTable();
 const KernelTable& Avx512Bf16KernelTable();
 const KernelTable& AmxKernelTable();
-// Puts the AMX kernels (tile products of packed bf16 weights for batches of 16+ tokens) into `t`.
+// Puts the AMX kernels (tile products of packed bf16 weights for batches of 16+ tokens, and the
+// bf16 pair GEMM) into `t`.
 void InstallAmxKernels(KernelTable* t);
 // Multiply-adds per second of vdpbf16ps over 512-bit f32 FMAs on this core, timed in register
 // loops (cpu/bf16_dot_rate.cc; call only where AVX512-BF16 is supported).

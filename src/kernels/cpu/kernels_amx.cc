@@ -1,5 +1,6 @@
 // AMX-BF16 kernels: products of packed bf16 weights (packed_bf16.h) for batches of 16 tokens or
-// more done by tile dot products. One tdpbf16ps multiplies a [16, 32] bf16 activation
+// more, and the bf16 pair GEMM of the prefill's tiled attention (amx_pair_gemm.h), done by tile
+// dot products. One tdpbf16ps multiplies a [16, 32] bf16 activation
 // tile by a [32, 16] weight tile (16 column pairs of 16 rows: exactly 1 KB of one packed group)
 // into a [16, 16] float32 accumulator tile, 8,192 multiply-adds per instruction (Intel
 // Architecture Instruction Set Extensions Programming Reference, ch. 3, TDPBF16PS). Compiled with
@@ -16,6 +17,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kernels/cpu/amx_pair_gemm.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
 #include "kernels/packed_bf16.h"
@@ -30,15 +32,6 @@ constexpr int64_t kBlockTokens = 32;                            // two tiles of 
 constexpr int64_t kBlockRows = 2 * kBf16GroupRows;              // two groups
 // Weights of the groups worked on together (reused from L2 by every block of 32 tokens).
 constexpr int64_t kChunkBytes = int64_t{512} * 1024;
-
-// The 64-byte operand of LDTILECFG (palette 1: 8 tiles of up to 16 rows of 64 bytes).
-struct alignas(64) TileConfig {
-  uint8_t palette_id = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
 
 // Configures the tiles for blocks of rows0 + rows1 tokens (rows1 = 0: the half-1 tiles unused).
 void ConfigureTiles(int rows0, int rows1) {
@@ -201,6 +194,108 @@ void MatMulRowsBf16Tiles(const WeightMatrix& w, int64_t row_begin, int64_t row_e
   _tile_release();
 }
 
+// The tile unit of AmxPairGemm (amx_pair_gemm.h) on the hardware. The intrinsics take tile
+// numbers as literals (they are pasted into the assembly), hence the switches.
+struct HardwareTiles {
+  static void Configure(const TileConfig& config) { _tile_loadconfig(&config); }
+  static void Release() { _tile_release(); }
+  static void ZeroAcc(int acc) {
+    switch (acc) {
+      case 0:
+        _tile_zero(0);
+        break;
+      case 1:
+        _tile_zero(1);
+        break;
+      case 2:
+        _tile_zero(2);
+        break;
+      default:
+        _tile_zero(3);
+        break;
+    }
+  }
+  static void LoadAcc(int acc, const float* p, int64_t stride) {
+    switch (acc) {
+      case 0:
+        _tile_loadd(0, p, stride);
+        break;
+      case 1:
+        _tile_loadd(1, p, stride);
+        break;
+      case 2:
+        _tile_loadd(2, p, stride);
+        break;
+      default:
+        _tile_loadd(3, p, stride);
+        break;
+    }
+  }
+  static void StoreAcc(int acc, float* p, int64_t stride) {
+    switch (acc) {
+      case 0:
+        _tile_stored(0, p, stride);
+        break;
+      case 1:
+        _tile_stored(1, p, stride);
+        break;
+      case 2:
+        _tile_stored(2, p, stride);
+        break;
+      default:
+        _tile_stored(3, p, stride);
+        break;
+    }
+  }
+  static void LoadA(int half, const uint32_t* p, int64_t stride) {
+    if (half == 0) {
+      _tile_loadd(4, p, stride);
+    } else {
+      _tile_loadd(5, p, stride);
+    }
+  }
+  static void LoadB(int half, const uint32_t* p, int64_t stride) {
+    if (half == 0) {
+      _tile_loadd(6, p, stride);
+    } else {
+      _tile_loadd(7, p, stride);
+    }
+  }
+  static void Dot(int acc) {
+    switch (acc) {
+      case 0:
+        _tile_dpbf16ps(0, 4, 6);
+        break;
+      case 1:
+        _tile_dpbf16ps(1, 4, 7);
+        break;
+      case 2:
+        _tile_dpbf16ps(2, 5, 6);
+        break;
+      default:
+        _tile_dpbf16ps(3, 5, 7);
+        break;
+    }
+  }
+};
+
+void GemmBf16Pairs(int64_t m, int64_t n, int64_t k_pairs, const uint32_t* a, int64_t lda,
+                   const uint32_t* b, int64_t ldb, float* c, int64_t ldc) {
+  thread_local PairGemmScratch scratch;
+  HardwareTiles tiles;
+  AmxPairGemm(tiles,
+              PairGemmArgs{.m = m,
+                           .n = n,
+                           .k_pairs = k_pairs,
+                           .a = a,
+                           .lda = lda,
+                           .b = b,
+                           .ldb = ldb,
+                           .c = c,
+                           .ldc = ldc},
+              scratch);
+}
+
 }  // namespace
 
 }  // namespace mlarun::amx
@@ -209,6 +304,7 @@ namespace mlarun::detail {
 
 void InstallAmxKernels(KernelTable* t) {
   t->matmul_rows_bf16_tiles = amx::MatMulRowsBf16Tiles;
+  t->gemm_bf16_pairs = amx::GemmBf16Pairs;
   t->bf16_tiles_min_tokens = kBf16GroupRows;
   t->packed_bf16_fastest = true;
 }
