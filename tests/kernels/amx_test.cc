@@ -1,7 +1,8 @@
 // The AMX table's products of packed bf16 weights (cpu/kernels_amx.cc) at sizes that reach every
 // path of its blocking: blocks of 32 tokens plus a remainder of 1..31, several chunks of groups,
 // a partial last group, row ranges that split groups, columns past the last 32-column step.
-// Skipped where the CPU (or the kernel) does not give AMX, except the activation tile layout.
+// Run on the software model of the tile unit (amx_tile_model.h) on every CPU, and on the real
+// tiles where the CPU (and the kernel) gives AMX.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 #include "core/dtype.h"
 #include "core/rng.h"
 #include "core/thread_pool.h"
+#include "kernels/amx_tile_model.h"
+#include "kernels/cpu/amx_packed_matmul.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
 #include "kernels/packed_bf16.h"
@@ -44,14 +47,21 @@ std::vector<uint16_t> RandomBf16(size_t n, uint64_t seed) {
   return out;
 }
 
-// y [n, rows] = the tiles kernel on x [n, cols] (rows [begin, end)).
+// y [n, rows] = the tiles kernel on x [n, cols] (rows [begin, end)), on the real tiles or on the
+// model of them.
 std::vector<float> TileProduct(const WeightMatrix& w, int64_t begin, int64_t end, const uint16_t* x,
-                               int64_t n) {
+                               int64_t n, bool on_model = false) {
   std::vector<uint16_t> tiles(static_cast<size_t>(Bf16ActivationTileElements(n, w.cols)), 7);
   TileBf16Activations(x, n, w.cols, 0, n, tiles.data());
   std::vector<float> y(static_cast<size_t>(n * (end - begin)));
-  GetKernelTable(Isa::kAmx).matmul_rows_bf16_tiles(w, begin, end, tiles.data(), n, y.data(),
-                                                   end - begin);
+  if (on_model) {
+    test::EmulatedTiles model;
+    amx::MatMulPackedBf16Tiles(model, w, begin, end, tiles.data(), n, y.data(), end - begin);
+    EXPECT_THROW(model.ZeroAcc(0), std::logic_error) << "tiles not released";
+  } else {
+    GetKernelTable(Isa::kAmx).matmul_rows_bf16_tiles(w, begin, end, tiles.data(), n, y.data(),
+                                                     end - begin);
+  }
   return y;
 }
 
@@ -87,8 +97,11 @@ TEST(AmxTest, ActivationTilesHoldEveryValueOnceWithZeroPadding) {
   }
 }
 
-TEST(AmxTest, PackedBf16MatMulMatchesDoublesAndIsBatchInvariant) {
-  if (!IsaSupported(Isa::kAmx)) GTEST_SKIP() << "no AMX here";
+class PackedTilesTest : public testing::TestWithParam<bool> {};  // on the model?
+
+TEST_P(PackedTilesTest, PackedBf16MatMulMatchesDoublesAndIsBatchInvariant) {
+  const bool on_model = GetParam();
+  if (!on_model && !IsaSupported(Isa::kAmx)) GTEST_SKIP() << "no AMX here";
   // 2,080 columns: 65 steps, 6-group chunks (13 groups: chunks of 6, 6, 1); 2,090: a 10-column
   // tail; 64: one chunk.
   for (int64_t cols : {int64_t{2080}, int64_t{2090}, int64_t{64}}) {
@@ -96,23 +109,30 @@ TEST(AmxTest, PackedBf16MatMulMatchesDoublesAndIsBatchInvariant) {
     const int64_t n_tokens = 70;  // blocks of 32, 32 and 6
     const PackedBf16Matrix w(rows, cols, 7 + cols);
     const std::vector<uint16_t> x = RandomBf16(static_cast<size_t>(n_tokens * cols), 8);
-    const std::vector<float> batched = TileProduct(w.m, 0, rows, x.data(), n_tokens);
+    const std::vector<float> batched = TileProduct(w.m, 0, rows, x.data(), n_tokens, on_model);
     for (int64_t t = 0; t < n_tokens; ++t) {
       for (int64_t r = 0; r < rows; ++r) {
         double expected = 0.0;
+        float in_order = 0.0f;  // the model's order: columns from 0 (edge columns after the tiles')
         for (int64_t c = 0; c < cols; ++c) {
-          expected += static_cast<double>(BF16ToF32(x[static_cast<size_t>(t * cols + c)])) *
-                      BF16ToF32(w.values[static_cast<size_t>(r * cols + c)]);
+          const float product = BF16ToF32(x[static_cast<size_t>(t * cols + c)]) *
+                                BF16ToF32(w.values[static_cast<size_t>(r * cols + c)]);
+          expected += static_cast<double>(product);
+          in_order += product;
         }
-        ASSERT_NEAR(batched[static_cast<size_t>(t * rows + r)], expected, 1e-6 * cols)
-            << cols << " " << t << " " << r;
+        const float got = batched[static_cast<size_t>(t * rows + r)];
+        ASSERT_NEAR(got, expected, 1e-6 * cols) << cols << " " << t << " " << r;
+        if (on_model) {
+          ASSERT_EQ(got, in_order) << cols << " " << t << " " << r;
+        }
       }
     }
     // Any token count from 1 to 33 and row ranges that split groups: bitwise the batch's values.
     for (int64_t n : {1, 2, 15, 16, 17, 31, 33}) {
       const int64_t t0 = n_tokens - n;
       const int64_t begin = 5, end = 187;
-      const std::vector<float> part = TileProduct(w.m, begin, end, x.data() + t0 * cols, n);
+      const std::vector<float> part =
+          TileProduct(w.m, begin, end, x.data() + t0 * cols, n, on_model);
       for (int64_t t = 0; t < n; ++t) {
         for (int64_t r = begin; r < end; ++r) {
           ASSERT_EQ(part[static_cast<size_t>(t * (end - begin) + r - begin)],
@@ -123,6 +143,11 @@ TEST(AmxTest, PackedBf16MatMulMatchesDoublesAndIsBatchInvariant) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(ModelAndHardware, PackedTilesTest, testing::Bool(),
+                         [](const testing::TestParamInfo<bool>& info) {
+                           return info.param ? "model" : "hardware";
+                         });
 
 // MatMul gives batches of 16 tokens or more to the tiles (on any thread count, bitwise the
 // kernel's own results), smaller ones to the AVX512-BF16 kernels: the same products summed in

@@ -1,73 +1,27 @@
-// C = A B for matrices of bf16 pairs (kernel_table.h gemm_bf16_pairs) by AMX tile dot products,
-// written against a small tile-unit interface so that the blocking runs on the hardware
-// (kernels_amx.cc) and, in tests, on a software model of the tiles that checks every
-// configuration and operand shape (tests/kernels/amx_pair_gemm_test.cc).
+// C = A B for matrices of bf16 pairs (kernel_table.h gemm_bf16_pairs) by AMX tile dot products
+// on the tile unit of amx_tiles.h (the hardware in kernels_amx.cc; a software model in
+// tests/kernels/amx_pair_gemm_test.cc).
 //
 // Symbols: m, n output rows and columns; k_pairs the depth in pairs (one 32-bit word = two bf16
 // values, low half first); a step = 16 pairs (one A tile row of 64 bytes, one B tile of 16 rows);
 // a block = up to 32 x 32 outputs in 2 x 2 accumulator tiles.
 // A: [m, k_pairs] words (row stride lda); B: [k_pairs, n] words (ldb), which is exactly the
 // layout a TDPBF16PS B tile reads (rows of pairs, 16 columns of 4 bytes); C: [m, n] float (ldc).
-// TDPBF16PS (Intel Architecture Instruction Set Extensions Programming Reference, ch. 3):
-// C[m][n] += A[m].bf16[2k] * B[k].bf16[2n] + A[m].bf16[2k+1] * B[k].bf16[2n+1] over the tiles'
-// k, with #UD unless A.colsb / 4 == B.rows, C.rows == A.rows and C.colsb == B.colsb.
 // LDTILECFG zeroes every tile, so the shape of the tiles cannot change inside a block's sum:
 // a depth that is not a multiple of 16 pairs takes its last step from zero-padded copies.
-//
-// Tile registers: accumulators 0..3 = C[h][b] at tile 2h + b (row half h, column half b);
-// 4, 5 the A tiles of row halves 0, 1; 6, 7 the B tiles of column halves 0, 1.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/amx_tiles.h"
+
 namespace mlarun::amx {
 
-inline constexpr int kTileRows = 16;       // rows of a full tile
-inline constexpr int kTileRowBytes = 64;   // bytes of a full tile row
 inline constexpr int64_t kStepPairs = 16;  // pairs per step (A tile row, B tile rows)
 inline constexpr int64_t kBlockSize = 32;  // rows and columns of a block (2 tiles each way)
 inline constexpr int64_t kChunkSteps = 8;  // steps per pass over a block's accumulators
-
-// The 64-byte operand of LDTILECFG (palette 1: 8 tiles of up to 16 rows of 64 bytes).
-struct alignas(64) TileConfig {
-  uint8_t palette_id = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved0[14] = {};
-  uint16_t colsb[8] = {};
-  uint8_t reserved1[16] = {};
-  uint8_t rows[8] = {};
-  uint8_t reserved2[8] = {};
-};
-static_assert(sizeof(TileConfig) == 64);
-
-// The tiles of a block with rows[h] output rows in row half h and cols[b] output columns in
-// column half b (0: that half unused, its tiles unconfigured).
-struct BlockShape {
-  int rows[2] = {0, 0};
-  int cols[2] = {0, 0};
-  bool operator==(const BlockShape&) const = default;
-};
-
-inline TileConfig TileConfigFor(const BlockShape& s) {
-  TileConfig config;
-  auto set = [&config](int tile, int rows, int colsb) {
-    config.rows[tile] = static_cast<uint8_t>(rows);
-    config.colsb[tile] = static_cast<uint16_t>(colsb);
-  };
-  for (int h = 0; h < 2; ++h) {
-    if (s.rows[h] == 0) continue;
-    set(4 + h, s.rows[h], kTileRowBytes);
-    for (int b = 0; b < 2; ++b) {
-      if (s.cols[b] > 0) set(2 * h + b, s.rows[h], 4 * s.cols[b]);
-    }
-  }
-  for (int b = 0; b < 2; ++b) {
-    if (s.cols[b] > 0) set(6 + b, kTileRows, 4 * s.cols[b]);
-  }
-  return config;
-}
 
 struct PairGemmArgs {
   int64_t m = 0, n = 0, k_pairs = 0;
@@ -86,9 +40,7 @@ struct PairGemmScratch {
   std::vector<uint32_t> tail_b;  // [kStepPairs, n]
 };
 
-// Tiles: Configure(const TileConfig&), Release(), ZeroAcc(acc), LoadAcc / StoreAcc(acc, ptr,
-// stride bytes), LoadA / LoadB(half, ptr, stride bytes), Dot(acc) = TDPBF16PS acc, A tile of
-// acc's row half, B tile of acc's column half.
+// Tiles: the tile unit (amx_tiles.h).
 template <class Tiles>
 void AmxPairGemm(Tiles& tiles, const PairGemmArgs& g, PairGemmScratch& scratch) {
   if (g.m <= 0 || g.n <= 0) return;

@@ -1,0 +1,66 @@
+// The AMX tile unit as the tile kernels (amx_pair_gemm.h, amx_packed_matmul.h) use it: the
+// LDTILECFG operand and a fixed assignment of the 8 tile registers. The kernels are templates on
+// a `Tiles` type with these operations, so that they run on the hardware (kernels_amx.cc) and,
+// in tests, on a software model that checks every configuration and operand shape
+// (tests/kernels/amx_tile_model.h):
+//   Configure(const TileConfig&)           LDTILECFG (zeroes every tile)
+//   Release()                              TILERELEASE
+//   ZeroAcc(acc)                           TILEZERO of accumulator acc (tile acc, 0..3)
+//   LoadAcc(acc, const float*, stride)     TILELOADD of accumulator acc (stride in bytes)
+//   StoreAcc(acc, float*, stride)          TILESTORED of accumulator acc
+//   LoadA(half, const void*, stride)       TILELOADD of tile 4 + half (A: row half `half`)
+//   LoadB(half, const void*, stride)       TILELOADD of tile 6 + half (B: column half `half`)
+//   Dot(acc)                               TDPBF16PS tile acc, tile 4 + acc / 2, tile 6 + acc % 2
+// Accumulator acc = 2h + b holds row half h and column half b of a block of up to 32 x 32
+// outputs. TDPBF16PS (Intel Architecture Instruction Set Extensions Programming Reference,
+// ch. 3): C[m][n] += A[m].bf16[2k] * B[k].bf16[2n] + A[m].bf16[2k+1] * B[k].bf16[2n+1] over the
+// tiles' k, with #UD unless A.colsb / 4 == B.rows, C.rows == A.rows and C.colsb == B.colsb.
+#pragma once
+
+#include <cstdint>
+
+namespace mlarun::amx {
+
+inline constexpr int kTileRows = 16;      // rows of a full tile
+inline constexpr int kTileRowBytes = 64;  // bytes of a full tile row
+
+// The 64-byte operand of LDTILECFG (palette 1: 8 tiles of up to 16 rows of 64 bytes).
+struct alignas(64) TileConfig {
+  uint8_t palette_id = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved0[14] = {};
+  uint16_t colsb[8] = {};
+  uint8_t reserved1[16] = {};
+  uint8_t rows[8] = {};
+  uint8_t reserved2[8] = {};
+};
+static_assert(sizeof(TileConfig) == 64);
+
+// The tiles of a block with rows[h] output rows in row half h and cols[b] output columns in
+// column half b (0: that half unused, its tiles unconfigured).
+struct BlockShape {
+  int rows[2] = {0, 0};
+  int cols[2] = {0, 0};
+  bool operator==(const BlockShape&) const = default;
+};
+
+inline TileConfig TileConfigFor(const BlockShape& s) {
+  TileConfig config;
+  auto set = [&config](int tile, int rows, int colsb) {
+    config.rows[tile] = static_cast<uint8_t>(rows);
+    config.colsb[tile] = static_cast<uint16_t>(colsb);
+  };
+  for (int h = 0; h < 2; ++h) {
+    if (s.rows[h] == 0) continue;
+    set(4 + h, s.rows[h], kTileRowBytes);
+    for (int b = 0; b < 2; ++b) {
+      if (s.cols[b] > 0) set(2 * h + b, s.rows[h], 4 * s.cols[b]);
+    }
+  }
+  for (int b = 0; b < 2; ++b) {
+    if (s.cols[b] > 0) set(6 + b, kTileRows, 4 * s.cols[b]);
+  }
+  return config;
+}
+
+}  // namespace mlarun::amx
