@@ -7,6 +7,9 @@
 #include <cstdio>
 #include <vector>
 
+#include "kernels/amx_tile_model.h"
+#include "kernels/cpu/amx_pair_gemm.h"
+#include "kernels/kernel_table.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "model/quantize.h"
@@ -24,7 +27,8 @@ struct RunOptions {
   DType kv_dtype = DType::kF32;
   std::string policy = "full";
   Isa isa = BestIsa();
-  ScratchArena* scratch = nullptr;  // null: each forward pass uses a fresh arena
+  const KernelTable* table = nullptr;  // non-null: these kernels instead of isa's
+  ScratchArena* scratch = nullptr;     // null: each forward pass uses a fresh arena
 };
 
 std::vector<int32_t> TestIds(int n) {
@@ -37,7 +41,7 @@ std::vector<int32_t> TestIds(int n) {
 std::vector<float> RunLogits(const Model& model, const std::vector<int32_t>& ids,
                              const RunOptions& o, size_t* kv_bytes = nullptr) {
   ThreadPool pool(o.threads);
-  Exec exec{pool, GetKernelTable(o.isa), o.scratch};
+  Exec exec{pool, o.table != nullptr ? *o.table : GetKernelTable(o.isa), o.scratch};
   KvCache cache(model.MakeKvLayout(o.kv_dtype), {.block_size = o.block_size,
                                                  .budget_bytes = 64 << 20,
                                                  .policy = ParseKvPolicy(o.policy),
@@ -314,6 +318,50 @@ TEST(ModelTest, FastIsaBf16PrefillAttentionStaysCloseToF32) {
   EXPECT_EQ(
       RunLogits(*model, ids, {.chunk = 150, .path = MlaPath::kNaive, .threads = 1, .isa = fast}),
       rounded);
+}
+
+// gemm_bf16_pairs as the AMX table runs it (amx_pair_gemm.h), on the software model of the tiles.
+void PairGemmOnTileModel(int64_t m, int64_t n, int64_t k_pairs, const uint32_t* a, int64_t lda,
+                         const uint32_t* b, int64_t ldb, float* c, int64_t ldc) {
+  thread_local amx::PairGemmScratch scratch;
+  test::EmulatedTiles tiles;
+  amx::AmxPairGemm(tiles,
+                   {.m = m,
+                    .n = n,
+                    .k_pairs = k_pairs,
+                    .a = a,
+                    .lda = lda,
+                    .b = b,
+                    .ldb = ldb,
+                    .c = c,
+                    .ldc = ldc},
+                   scratch);
+}
+
+// The same through the AMX pair GEMM's blocking on any CPU: this CPU's best table with the
+// GEMM on the tile model (so the bf16 tiled attention runs here even without AVX512-BF16).
+TEST(ModelTest, AmxTilePrefillAttentionOnTheTileModelStaysCloseToF32) {
+  KernelTable table = GetKernelTable(BestIsa());
+  if (table.round_to_bf16 == nullptr) {  // the kernel's definition (kernel_table.h)
+    table.round_to_bf16 = [](const float* x, int64_t n, uint16_t* out) {
+      for (int64_t i = 0; i < n; ++i) out[i] = F32ToBF16(x[i]);
+    };
+  }
+  table.gemm_bf16_pairs = PairGemmOnTileModel;
+  const auto model = Model::Load(testing::MakeTestModel("tiny-v2-lite"));
+  const auto ids = TestIds(301);
+  const auto exact = RunLogits(*model, ids, {.chunk = 150, .path = MlaPath::kNaive});
+  const auto rounded =
+      RunLogits(*model, ids, {.chunk = 150, .path = MlaPath::kNaive, .table = &table});
+  const DiffStats stats = Compare(exact, rounded, model->config().vocab_size);
+  std::printf("bf16 (AMX tile model) vs f32 prefill attention: mean %.5f median max %.5f\n",
+              stats.mean, stats.median_max);
+  EXPECT_GT(stats.mean, 0.0);  // the bf16 path ran
+  EXPECT_LT(stats.mean, 0.01);
+  EXPECT_LT(stats.median_max, 0.05);
+  EXPECT_EQ(RunLogits(*model, ids,
+                      {.chunk = 150, .path = MlaPath::kNaive, .threads = 1, .table = &table}),
+            rounded);
 }
 
 // Loads `dir` with pack_16bit: its 16-bit matrices are copied into 16-row groups of column pairs
