@@ -49,9 +49,12 @@ struct EngineRequest {
   int64_t max_tokens = 16;
   SamplerOptions sampling;
   std::vector<int32_t> stop_ids;  // sampling one finishes the request (kStop); not passed on
+  // >= 0: on_token also gets the token's log-probability and the `logprobs` most likely tokens'
+  // (ComputeLogprobs, from the raw logits); < 0: it gets null.
+  int logprobs = -1;
   // Called on the engine thread for every other sampled token; returning false finishes the
   // request with kStop.
-  std::function<bool(int32_t token)> on_token;
+  std::function<bool(int32_t token, const TokenLogprobs* logprobs)> on_token;
   // Called on the engine thread exactly once, last.
   std::function<void(FinishReason reason, const RequestUsage& usage, const std::string& error)>
       on_finish;

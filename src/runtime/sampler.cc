@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -65,6 +66,34 @@ int32_t Argmax(std::span<const float> logits) {
     }
   }
   return static_cast<int32_t>(max_index);
+}
+
+TokenLogprobs ComputeLogprobs(std::span<const float> logits, int32_t token, int top_n) {
+  TokenLogprobs out;
+  if (logits.empty()) return out;
+  const float max_logit = logits[static_cast<size_t>(Argmax(logits))];
+  double sum = 0.0;
+  for (const float x : logits) sum += std::exp(static_cast<double>(x) - max_logit);
+  // log-softmax: x - (max + log sum exp(x - max)).
+  // All -inf (every token masked): no distribution; every log-probability is -inf.
+  const double log_z = std::isinf(max_logit) ? std::numeric_limits<double>::infinity()
+                                             : static_cast<double>(max_logit) + std::log(sum);
+  auto logprob = [&](size_t i) { return static_cast<float>(logits[i] - log_z); };
+  out.logprob = logprob(static_cast<size_t>(token));
+  const size_t n = std::min(logits.size(), static_cast<size_t>(std::max(top_n, 0)));
+  std::vector<int32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n), order.end(),
+                    [&](int32_t a, int32_t b) {
+                      const float la = logits[static_cast<size_t>(a)];
+                      const float lb = logits[static_cast<size_t>(b)];
+                      return la != lb ? la > lb : a < b;
+                    });
+  out.top.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    out.top.push_back({.token = order[i], .logprob = logprob(static_cast<size_t>(order[i]))});
+  }
+  return out;
 }
 
 int64_t FirstBadLogit(std::span<const float> logits) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "core/rng.h"
 
@@ -34,6 +35,21 @@ class Sampler {
   SamplerOptions options_;
   Rng rng_;
 };
+
+// A sampled token's log-probability under the model (the log-softmax of the raw logits, before
+// penalties and temperature, as vLLM reports by default) and the most likely tokens'.
+struct TopLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+};
+struct TokenLogprobs {
+  float logprob = 0.0f;
+  std::vector<TopLogprob> top;  // most likely first (lowest id on ties)
+};
+
+// log p(token) and the top_n most likely tokens of `logits` [vocab] (finite or -inf; -inf gives
+// a log-probability of -inf): x - max - log(sum exp(x - max)), the sum in double.
+TokenLogprobs ComputeLogprobs(std::span<const float> logits, int32_t token, int top_n);
 
 // Returns the index of the largest logit (lowest index on ties).
 int32_t Argmax(std::span<const float> logits);

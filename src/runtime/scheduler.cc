@@ -278,19 +278,24 @@ void Scheduler::RunPrefill(const std::vector<Chunk>& chunks) {
 
 void Scheduler::Accept(Sequence* s, std::span<float> logits) {
   int32_t token = 0;
+  const bool want_logprobs = s->request.logprobs >= 0;
+  if (want_logprobs) raw_logits_.assign(logits.begin(), logits.end());  // Sample edits logits
   try {
     token = s->sampler->Sample(logits, s->generated());
   } catch (const Error& e) {  // NaN logits: this request fails, the others go on
     Finish(s, FinishReason::kError, e.what());
     return;
   }
+  TokenLogprobs logprobs;
+  if (want_logprobs) logprobs = ComputeLogprobs(raw_logits_, token, s->request.logprobs);
   s->tokens.push_back(token);
   ++completion_tokens_;
   if (s->n_generated() == 1) s->usage.first_token_seconds = Seconds(s->submitted, Clock::now());
   const auto& stops = s->request.stop_ids;
   // A stop token is not passed to on_token; on_token returning false stops the request too.
   if (std::find(stops.begin(), stops.end(), token) != stops.end() ||
-      (s->request.on_token && !s->request.on_token(token))) {
+      (s->request.on_token &&
+       !s->request.on_token(token, want_logprobs ? &logprobs : nullptr))) {
     Finish(s, FinishReason::kStop);
   } else if (s->n_generated() >= s->request.max_tokens ||
              static_cast<int64_t>(s->tokens.size()) >= max_context_) {

@@ -73,6 +73,7 @@ class Scheduler {
   std::vector<Sequence*> running_;  // admission order, oldest first
   uint64_t next_admission_ = 0;
   std::vector<float> logits_;
+  std::vector<float> raw_logits_;  // a copy of one row for ComputeLogprobs
   std::vector<BatchToken> batch_;
 
   int64_t finished_ = 0;

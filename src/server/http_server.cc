@@ -32,7 +32,9 @@ struct RequestState {
   std::condition_variable changed;
   std::string text;  // produced, not yet sent
   std::vector<int32_t> token_ids;
+  std::vector<TokenLogprobs> logprobs;  // per token id, when the request asked for them
   size_t token_ids_sent = 0;
+  int64_t text_offset = 0;  // bytes of the tokens already sent with log-probabilities
   bool finished = false;
   FinishReason reason = FinishReason::kStop;
   RequestUsage usage;
@@ -187,8 +189,9 @@ void HttpServer::RegisterRoutes() {
     EngineRequest request{.prompt = g.prompt,
                           .max_tokens = g.max_tokens,
                           .sampling = g.sampling,
-                          .stop_ids = g.stop_ids};
-    request.on_token = [state](int32_t token) {
+                          .stop_ids = g.stop_ids,
+                          .logprobs = g.logprobs};
+    request.on_token = [state](int32_t token, const TokenLogprobs* logprobs) {
       if (state->abandoned) return false;
       bool stopped = false;
       std::string text;
@@ -197,6 +200,7 @@ void HttpServer::RegisterRoutes() {
       std::lock_guard<std::mutex> lock(state->mutex);
       state->text += text;
       state->token_ids.push_back(token);
+      if (logprobs != nullptr) state->logprobs.push_back(*logprobs);
       state->changed.notify_all();
       return !stopped;
     };
@@ -260,6 +264,10 @@ void HttpServer::RegisterRoutes() {
       Json body = CompletionResponse(kind, name, created, model, state->text,
                                      std::string(FinishReasonName(state->reason)), state->usage);
       if (g.return_token_ids) body["choices"][0]["token_ids"] = state->token_ids;
+      if (g.logprobs >= 0) {
+        body["choices"][0]["logprobs"] = LogprobsJson(kind, context_.tokenizer, state->token_ids,
+                                                      state->logprobs, &state->text_offset);
+      }
       SendJson(res, 200, body);
       return;
     }
@@ -269,28 +277,36 @@ void HttpServer::RegisterRoutes() {
     Engine* engine = &engine_;
     res.set_chunked_content_provider(
         "text/event-stream",
-        [state, first, kind, name, created, model, g](size_t, httplib::DataSink& sink) {
+        [state, first, kind, name, created, model, g, tokenizer = context_.tokenizer](
+            size_t, httplib::DataSink& sink) {
           auto send = [&](const Json& json) {
             const std::string event = "data: " + DumpJson(json) + "\n\n";
             return sink.write(event.data(), event.size());
           };
           std::string text;
           std::vector<int32_t> ids;
+          std::vector<TokenLogprobs> logprobs;
           bool finished = false;
           {
             std::unique_lock<std::mutex> lock(state->mutex);
             state->changed.wait_for(lock, std::chrono::milliseconds(500),
                                     [&] { return !state->text.empty() || state->finished; });
             text.swap(state->text);
-            ids.assign(
-                state->token_ids.begin() + static_cast<std::ptrdiff_t>(state->token_ids_sent),
-                state->token_ids.end());
+            const auto sent = static_cast<std::ptrdiff_t>(state->token_ids_sent);
+            ids.assign(state->token_ids.begin() + sent, state->token_ids.end());
+            if (g.logprobs >= 0) {
+              logprobs.assign(state->logprobs.begin() + sent, state->logprobs.end());
+            }
             state->token_ids_sent = state->token_ids.size();
             finished = state->finished;
           }
-          if (!text.empty() || (g.return_token_ids && !ids.empty())) {
+          if (!text.empty() || ((g.return_token_ids || g.logprobs >= 0) && !ids.empty())) {
             Json chunk = StreamChunk(kind, name, created, model, text, "", *first);
             if (g.return_token_ids) chunk["choices"][0]["token_ids"] = ids;
+            if (g.logprobs >= 0) {
+              chunk["choices"][0]["logprobs"] =
+                  LogprobsJson(kind, tokenizer, ids, logprobs, &state->text_offset);
+            }
             *first = false;
             if (!send(chunk)) {
               state->abandoned = true;

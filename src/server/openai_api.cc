@@ -197,12 +197,6 @@ std::vector<int32_t> EncodeChat(const Json& body, const ApiContext& context) {
 }
 
 void RejectUnsupported(const Json& body) {
-  auto set = [&](const char* name) { return Find(body, name) != nullptr; };
-  if (const Json* v = Find(body, "logprobs");
-      v != nullptr && !(v->is_boolean() && !v->get<bool>())) {
-    Invalid("logprobs", "'logprobs' is not supported");
-  }
-  if (set("top_logprobs")) Invalid("top_logprobs", "'top_logprobs' is not supported");
   if (GetBool(body, "echo", false)) Invalid("echo", "'echo' is not supported");
   if (GetInt(body, "best_of", 1, 1, 1) != 1) Invalid("best_of", "'best_of' must be 1");
   if (const Json* v = Find(body, "suffix"); v != nullptr && !(v->is_string() && v->empty())) {
@@ -224,6 +218,22 @@ void RejectUnsupported(const Json& body) {
   if (const Json* v = Find(body, "model"); v != nullptr && !v->is_string()) {
     Invalid("model", "'model' must be a string, got " + TypeName(*v));
   }
+}
+
+// The number of most likely tokens to report with each token's log-probability, or -1 for none.
+// Completions: `logprobs` is that number (false: none); chat: `logprobs` is a boolean and
+// `top_logprobs` the number, allowed only with `logprobs: true`.
+int ParseLogprobs(const Json& body, ApiKind kind) {
+  if (kind == ApiKind::kCompletion) {
+    if (const Json* v = Find(body, "logprobs"); v != nullptr && v->is_boolean() && !v->get<bool>())
+      return -1;
+    return static_cast<int>(GetInt(body, "logprobs", -1, 0, kMaxTopLogprobs));
+  }
+  const bool on = GetBool(body, "logprobs", false);
+  if (!on && Find(body, "top_logprobs") != nullptr) {
+    Invalid("top_logprobs", "'top_logprobs' requires 'logprobs': true");
+  }
+  return on ? static_cast<int>(GetInt(body, "top_logprobs", 0, 0, kMaxTopLogprobs)) : -1;
 }
 
 std::vector<std::string> ParseStop(const Json& body) {
@@ -310,6 +320,7 @@ GenerationRequest ParseGenerationRequest(const std::string& text, ApiKind kind,
   r.stop = ParseStop(body);
   if (!GetBool(body, "ignore_eos", false)) r.stop_ids = context.eos_ids;
   r.return_token_ids = GetBool(body, "return_token_ids", false);
+  r.logprobs = ParseLogprobs(body, kind);
 
   if (kind == ApiKind::kChat) {
     r.prompt = EncodeChat(body, context);
@@ -385,6 +396,63 @@ Json UsageChunk(ApiKind kind, const std::string& id, int64_t created, const std:
           {"model", model},
           {"choices", Json::array()},
           {"usage", UsageJson(usage)}};
+}
+
+Json LogprobsJson(ApiKind kind, const Tokenizer* tokenizer, std::span<const int32_t> ids,
+                  std::span<const TokenLogprobs> logprobs, int64_t* text_offset) {
+  // A token's bytes (chat "bytes") and its text: the bytes read as UTF-8, lossily.
+  auto piece = [tokenizer](int32_t id) {
+    return tokenizer != nullptr ? std::string(tokenizer->TokenToPiece(id))
+                                : "token_id:" + std::to_string(id);
+  };
+  auto characters = [](const std::string& text) {  // code points of valid UTF-8
+    return static_cast<int64_t>(
+        std::count_if(text.begin(), text.end(), [](char c) { return (c & 0xc0) != 0x80; }));
+  };
+  auto value = [](float logprob) { return std::max(logprob, -9999.0f); };  // as vLLM: no -inf
+  auto bytes = [](const std::string& text) {
+    Json out = Json::array();
+    for (const char c : text) out.push_back(static_cast<unsigned char>(c));
+    return out;
+  };
+  const size_t n = std::min(ids.size(), logprobs.size());
+  if (kind == ApiKind::kChat) {
+    Json content = Json::array();
+    for (size_t i = 0; i < n; ++i) {
+      const std::string token = piece(ids[i]);
+      Json top = Json::array();
+      for (const TopLogprob& t : logprobs[i].top) {
+        const std::string raw = piece(t.token);
+        top.push_back(
+            {{"token", LossyUtf8(raw)}, {"logprob", value(t.logprob)}, {"bytes", bytes(raw)}});
+      }
+      const std::string text = LossyUtf8(token);
+      content.push_back({{"token", text},
+                         {"logprob", value(logprobs[i].logprob)},
+                         {"bytes", bytes(token)},
+                         {"top_logprobs", top}});
+      *text_offset += characters(text);
+    }
+    return {{"content", content}};
+  }
+  Json tokens = Json::array(), token_logprobs = Json::array(), top = Json::array();
+  Json offsets = Json::array();
+  for (size_t i = 0; i < n; ++i) {
+    const std::string token = LossyUtf8(piece(ids[i]));
+    tokens.push_back(token);
+    token_logprobs.push_back(value(logprobs[i].logprob));
+    Json alternatives = Json::object();
+    for (const TopLogprob& t : logprobs[i].top) {
+      alternatives[LossyUtf8(piece(t.token))] = value(t.logprob);
+    }
+    top.push_back(alternatives);
+    offsets.push_back(*text_offset);
+    *text_offset += characters(token);
+  }
+  return {{"tokens", tokens},
+          {"token_logprobs", token_logprobs},
+          {"top_logprobs", top},
+          {"text_offset", offsets}};
 }
 
 Json Tokenize(const std::string& text, const ApiContext& context) {

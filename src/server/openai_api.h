@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -59,7 +60,11 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage
   bool return_token_ids = false;  // extension: choices carry "token_ids"
+  int logprobs = -1;  // >= 0: choices carry log-probabilities with this many top tokens each
 };
+
+// The largest number of top tokens per position a request may ask for (as OpenAI's chat API).
+inline constexpr int kMaxTopLogprobs = 20;
 
 // Parses and validates a /v1/completions or /v1/chat/completions body. Throws ApiError (400 for
 // malformed JSON, wrong types, unknown or unsupported fields, n > 1, bad ranges and prompts that
@@ -80,6 +85,15 @@ Json CompletionResponse(ApiKind kind, const std::string& id, int64_t created,
 // `first` adds the assistant role to the delta.
 Json StreamChunk(ApiKind kind, const std::string& id, int64_t created, const std::string& model,
                  const std::string& text, const std::string& finish_reason, bool first);
+// Returns a choice's `logprobs` for the tokens `ids` and their log-probabilities, in OpenAI's
+// shapes: completions {"tokens", "token_logprobs", "top_logprobs" (objects token -> logprob),
+// "text_offset"}, chat {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}.
+// A token is the text of the bytes it decodes to (read lossily: bytes that are not UTF-8 become
+// U+FFFD; the chat entries' "bytes" keep them), or "token_id:N" without a tokenizer.
+// `*text_offset` counts the characters (code points) of the tokens before these, as
+// "text_offset" does (advanced past them). -inf is reported as -9999, as vLLM does.
+Json LogprobsJson(ApiKind kind, const Tokenizer* tokenizer, std::span<const int32_t> ids,
+                  std::span<const TokenLogprobs> logprobs, int64_t* text_offset);
 // Returns the final usage-only chunk (stream_options.include_usage).
 Json UsageChunk(ApiKind kind, const std::string& id, int64_t created, const std::string& model,
                 const RequestUsage& usage);

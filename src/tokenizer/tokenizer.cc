@@ -311,6 +311,8 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, const EncodeOption
   return ids;
 }
 
+std::string LossyUtf8(std::string_view bytes) { return detail::ReplaceInvalidUtf8(bytes); }
+
 std::string Tokenizer::Decode(std::span<const int32_t> ids, bool skip_special) const {
   std::string text;
   bool first = true;

@@ -83,6 +83,10 @@ class Tokenizer {
   std::unique_ptr<Impl> impl_;
 };
 
+// Returns `bytes` with every ill-formed UTF-8 sequence (maximal subpart) replaced by U+FFFD, as
+// JavaScript's and Python's lossy decoders do: e.g. a token piece that ends inside a character.
+std::string LossyUtf8(std::string_view bytes);
+
 // Turns a stream of ids into text that is always whole UTF-8 characters: bytes of a character
 // that is not complete yet are held back until it is. Ill-formed sequences come out as U+FFFD,
 // so the concatenated output equals the lossy UTF-8 reading of `Decode(all ids)`.

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -48,7 +49,7 @@ class EngineTest : public ::testing::Test {
   static RequestId Submit(Engine& engine, const std::vector<int32_t>& prompt, int64_t max_tokens,
                           Outcome* out) {
     EngineRequest r{.prompt = prompt, .max_tokens = max_tokens};
-    r.on_token = [out](int32_t t) {
+    r.on_token = [out](int32_t t, const TokenLogprobs* /*logprobs*/) {
       out->tokens.push_back(t);
       return true;
     };
@@ -221,7 +222,7 @@ TEST_F(EngineTest, CancelAndStopFreeTheirBlocks) {
   Outcome stopped;
   EngineRequest r{.prompt = {1, 2, 3}, .max_tokens = 50};
   int seen = 0;
-  r.on_token = [&](int32_t) { return ++seen < 3; };
+  r.on_token = [&](int32_t, const TokenLogprobs*) { return ++seen < 3; };
   r.on_finish = [&](FinishReason reason, const RequestUsage& usage, const std::string&) {
     stopped.reason = reason;
     stopped.usage = usage;
@@ -284,6 +285,69 @@ TEST_F(EngineTest, DiskCacheServesAPrefixAfterARestart) {
   }
   EXPECT_EQ(restarted.usage.cached_tokens, 256);
   EXPECT_EQ(restarted.tokens, fresh.tokens);  // the rows came back bit for bit
+}
+
+// With logprobs, on_token gets each token's log-probability under the raw logits (before the
+// repetition penalty and temperature used to sample it) and the top 3: the same numbers as the
+// log-softmax of one independent forward pass over prompt + generated tokens.
+TEST_F(EngineTest, LogprobsAreTheLogSoftmaxOfTheRawLogits) {
+  auto cache = MakeCache(64 << 20);
+  Engine engine(*model_, exec_, *cache, {});
+  const std::vector<int32_t> prompt = RandomPrompt(7, 20);
+  EngineRequest r{.prompt = prompt,
+                  .max_tokens = 8,
+                  .sampling = {.temperature = 0.9f, .repetition_penalty = 1.5f, .seed = 3},
+                  .logprobs = 3};
+  std::vector<int32_t> tokens;
+  std::vector<TokenLogprobs> logprobs;
+  r.on_token = [&](int32_t t, const TokenLogprobs* lp) {
+    tokens.push_back(t);
+    EXPECT_NE(lp, nullptr);
+    if (lp != nullptr) logprobs.push_back(*lp);
+    return true;
+  };
+  r.on_finish = [](FinishReason, const RequestUsage&, const std::string&) {};
+  engine.Submit(std::move(r));
+  RunToEnd(engine);
+  ASSERT_EQ(tokens.size(), 8u);
+  ASSERT_EQ(logprobs.size(), 8u);
+
+  // Reference: logits of positions prompt-1 .. end-2 in one pass, log-softmax in double.
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), tokens.begin(), tokens.end() - 1);
+  auto ref_cache = MakeCache(64 << 20);
+  const int32_t seq = ref_cache->AddSequence();
+  ASSERT_TRUE(ref_cache->Reserve(seq, static_cast<int64_t>(all.size())));
+  std::vector<BatchToken> batch;
+  for (size_t i = 0; i < all.size(); ++i) {
+    batch.push_back({.token = all[i],
+                     .seq = seq,
+                     .pos = static_cast<int64_t>(i),
+                     .want_logits = i + 1 >= prompt.size()});
+  }
+  const int64_t vocab = model_->config().vocab_size;
+  std::vector<float> logits(tokens.size() * static_cast<size_t>(vocab));
+  model_->Forward(exec_, *ref_cache, batch, {}, logits.data());
+  bool some_token_not_top = false;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const float* row = logits.data() + i * static_cast<size_t>(vocab);
+    double max = row[0], sum = 0.0;
+    for (int64_t v = 0; v < vocab; ++v) max = std::max(max, static_cast<double>(row[v]));
+    for (int64_t v = 0; v < vocab; ++v) sum += std::exp(row[v] - max);
+    auto ref = [&](int32_t t) { return row[t] - max - std::log(sum); };
+    EXPECT_NEAR(logprobs[i].logprob, ref(tokens[i]), 1e-4) << i;
+    ASSERT_EQ(logprobs[i].top.size(), 3u);
+    std::vector<double> sorted(row, row + vocab);
+    std::partial_sort(sorted.begin(), sorted.begin() + 3, sorted.end(), std::greater<>());
+    for (size_t k = 0; k < 3; ++k) {
+      const TopLogprob& top = logprobs[i].top[k];
+      EXPECT_NEAR(top.logprob, ref(top.token), 1e-4) << i << " " << k;
+      EXPECT_NEAR(top.logprob, sorted[k] - max - std::log(sum), 1e-4) << i << " " << k;
+    }
+    EXPECT_LE(logprobs[i].logprob, logprobs[i].top[0].logprob + 1e-6);
+    some_token_not_top = some_token_not_top || tokens[i] != logprobs[i].top[0].token;
+  }
+  EXPECT_TRUE(some_token_not_top) << "sampling at temperature 0.9 always took the top token";
 }
 
 }  // namespace

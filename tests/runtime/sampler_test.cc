@@ -57,6 +57,36 @@ TEST(SamplerTest, NanOrPlusInfLogitsAreAnErrorMinusInfIsNot) {
   }
 }
 
+// kLogits are the logs of a distribution (0.05, 0.4, 0.1, 0.3, 0.15): the log-probabilities are
+// those logs, whatever constant is added to every logit.
+TEST(SamplerTest, LogprobsAreTheLogSoftmaxWithTheTopTokensInOrder) {
+  for (const float shift : {0.0f, 100.0f, -50.0f}) {
+    std::vector<float> logits = kLogits;
+    for (float& x : logits) x += shift;
+    const TokenLogprobs lp = ComputeLogprobs(logits, 2, 3);
+    EXPECT_NEAR(lp.logprob, std::log(0.1), 1e-5) << shift;
+    ASSERT_EQ(lp.top.size(), 3u);
+    const int32_t tokens[3] = {1, 3, 4};
+    const double probs[3] = {0.4, 0.3, 0.15};
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(lp.top[static_cast<size_t>(i)].token, tokens[i]);
+      EXPECT_NEAR(lp.top[static_cast<size_t>(i)].logprob, std::log(probs[i]), 1e-5) << shift;
+    }
+  }
+  EXPECT_TRUE(ComputeLogprobs(kLogits, 0, 0).top.empty());
+  EXPECT_EQ(ComputeLogprobs(kLogits, 0, 99).top.size(), kLogits.size());  // at most the vocab
+  // Ties: the lower id first. A masked token (-inf) has log-probability -inf.
+  const float inf = std::numeric_limits<float>::infinity();
+  const TokenLogprobs ties = ComputeLogprobs(std::vector<float>{1, 1, -inf, 1, 1}, 2, 2);
+  EXPECT_EQ(ties.logprob, -inf);
+  ASSERT_EQ(ties.top.size(), 2u);
+  EXPECT_EQ(ties.top[0].token, 0);
+  EXPECT_EQ(ties.top[1].token, 1);
+  EXPECT_NEAR(ties.top[0].logprob, std::log(0.25), 1e-6);
+  // Every token masked: no distribution, -inf throughout (never NaN).
+  EXPECT_EQ(ComputeLogprobs(std::vector<float>{-inf, -inf}, 1, 1).logprob, -inf);
+}
+
 TEST(SamplerTest, GreedyIsArgmax) {
   std::vector<float> l = kLogits;
   EXPECT_EQ(Sampler({}).Sample(l, {}), 1);

@@ -206,6 +206,48 @@ async function main() {
       check(usage && usage.completion_tokens === 16, JSON.stringify(usage));
     });
 
+    await test('logprobs: completions and chat, streaming and not', async () => {
+      // Greedy: every token is its position's most likely one, so its logprob is the largest of
+      // its top_logprobs and the streamed entries carry the same numbers.
+      const r = await client.completions.create({ model: 'tiny', prompt: 'And the LORD spake unto Moses',
+                                                 max_tokens: 12, temperature: 0, ignore_eos: true, logprobs: 3 });
+      const lp = r.choices[0].logprobs;
+      check(lp && lp.tokens.length === 12 && lp.token_logprobs.length === 12 && lp.top_logprobs.length === 12 &&
+            lp.text_offset.length === 12, JSON.stringify(lp));
+      for (let i = 0; i < 12; i++) {
+        const top = lp.top_logprobs[i];
+        const values = Object.values(top);
+        check(values.length >= 1 && values.length <= 3, JSON.stringify(top));
+        check(lp.token_logprobs[i] <= 0 && lp.token_logprobs[i] === Math.max(...values) &&
+              top[lp.tokens[i]] === lp.token_logprobs[i], JSON.stringify([lp.tokens[i], lp.token_logprobs[i], top]));
+        check(lp.text_offset[i] === (i === 0 ? 0 : lp.text_offset[i - 1] + [...lp.tokens[i - 1]].length),
+              JSON.stringify(lp.text_offset));
+      }
+      // Token pieces that split a character read as U+FFFD each, so only whole text must match.
+      const text = r.choices[0].text;
+      check(text.includes('\ufffd') || lp.tokens.join('') === text, JSON.stringify([lp.tokens, text]));
+      const messages = [{ role: 'user', content: 'Say hello.' }];
+      const chat = await client.chat.completions.create({ model: 'tiny', messages, max_tokens: 10, temperature: 0,
+                                                          ignore_eos: true, logprobs: true, top_logprobs: 2 });
+      const content = chat.choices[0].logprobs.content;
+      check(content.length === 10, JSON.stringify(content));
+      for (const e of content) {
+        check(e.top_logprobs.length === 2 && e.top_logprobs[0].token === e.token &&
+              e.top_logprobs[0].logprob === e.logprob && e.top_logprobs[1].logprob <= e.logprob &&
+              Buffer.from(e.bytes).toString() === e.token, JSON.stringify(e));
+      }
+      const stream = await client.chat.completions.create({ model: 'tiny', messages, max_tokens: 10, temperature: 0,
+                                                            ignore_eos: true, logprobs: true, top_logprobs: 2,
+                                                            stream: true });
+      const streamed = [];
+      for await (const chunk of stream) {
+        for (const c of chunk.choices) if (c.logprobs) streamed.push(...c.logprobs.content);
+      }
+      check(JSON.stringify(streamed) === JSON.stringify(content), JSON.stringify([streamed, content]));
+      const plain = await client.completions.create({ model: 'tiny', prompt: 'x', max_tokens: 2 });
+      check(plain.choices[0].logprobs === null, 'no logprobs unless asked');
+    });
+
     await test('seeded sampling is reproducible', async () => {
       const p = { model: 'tiny', prompt: 'Speak unto the children', max_tokens: 16, temperature: 0.9,
                   top_p: 0.9, top_k: 40, seed: 7, ignore_eos: true };
@@ -295,6 +337,11 @@ async function main() {
             'out of range');
       check(isOpenAiError(await post('/v1/completions', { prompt: 'x', bogus: 1 }), 400, 'bogus'), 'unknown field');
       check(isOpenAiError(await post('/v1/completions', { prompt: 'x', n: 2 }), 400, 'n'), 'n > 1');
+      check(isOpenAiError(await post('/v1/completions', { prompt: 'x', logprobs: 21 }), 400, 'logprobs'),
+            'logprobs > 20');
+      check(isOpenAiError(await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }],
+                                                              top_logprobs: 2 }), 400, 'top_logprobs'),
+            'top_logprobs without logprobs');
       check(isOpenAiError(await post('/v1/completions', {}), 400, 'prompt'), 'missing prompt');
       check(isOpenAiError(await post('/v1/completions', { prompt: [1, 99999] }), 400, 'prompt'), 'bad token id');
       const long = await post('/v1/completions', { prompt: 'x', max_tokens: 100000 });
