@@ -34,10 +34,23 @@ struct PairGemmArgs {
 };
 
 // The zero-padded last step of a depth that is not a multiple of kStepPairs (kept by the
-// caller between calls).
+// caller between calls). Its functions are compiled with the baseline flags (amx_pair_gemm.cc):
+// a std::vector or std::fill instantiated in the AMX file would be a weak symbol the linker may
+// give the whole program, AVX-512 code included (the ASan build ran the tokenizer's
+// vector::assign from kernels_amx.o and died of SIGILL on an AVX2 CPU).
 struct PairGemmScratch {
+  PairGemmScratch();
+  ~PairGemmScratch();
+  PairGemmScratch(const PairGemmScratch&) = delete;
+  PairGemmScratch& operator=(const PairGemmScratch&) = delete;
+
   std::vector<uint32_t> tail_a;  // [m, kStepPairs]
   std::vector<uint32_t> tail_b;  // [kStepPairs, n]
+
+  // Copies the depth's last `tail` pairs of A's rows and B's rows into the zero-padded tails.
+  void CopyTails(const PairGemmArgs& g, int64_t full_steps, int64_t tail);
+  // C = 0 (a product over no depth).
+  static void ZeroOutputs(const PairGemmArgs& g);
 };
 
 // Tiles: the tile unit (amx_tiles.h).
@@ -45,24 +58,13 @@ template <class Tiles>
 void AmxPairGemm(Tiles& tiles, const PairGemmArgs& g, PairGemmScratch& scratch) {
   if (g.m <= 0 || g.n <= 0) return;
   if (g.k_pairs <= 0) {
-    for (int64_t i = 0; i < g.m; ++i) std::fill_n(g.c + i * g.ldc, g.n, 0.0f);
+    PairGemmScratch::ZeroOutputs(g);
     return;
   }
   const int64_t full_steps = g.k_pairs / kStepPairs;
   const int64_t tail = g.k_pairs - full_steps * kStepPairs;
   const int64_t steps = full_steps + (tail > 0 ? 1 : 0);
-  if (tail > 0) {
-    scratch.tail_a.assign(static_cast<size_t>(g.m * kStepPairs), 0u);
-    for (int64_t i = 0; i < g.m; ++i) {
-      std::copy_n(g.a + i * g.lda + full_steps * kStepPairs, tail,
-                  scratch.tail_a.data() + i * kStepPairs);
-    }
-    scratch.tail_b.assign(static_cast<size_t>(kStepPairs * g.n), 0u);
-    for (int64_t kk = 0; kk < tail; ++kk) {
-      std::copy_n(g.b + (full_steps * kStepPairs + kk) * g.ldb, g.n,
-                  scratch.tail_b.data() + kk * g.n);
-    }
-  }
+  if (tail > 0) scratch.CopyTails(g, full_steps, tail);
   const int64_t a_stride = g.lda * 4, b_stride = g.ldb * 4, c_stride = g.ldc * 4;
   // The operands of step s for row i0 / column j0.
   auto a_at = [&](int64_t i0, int64_t s) {

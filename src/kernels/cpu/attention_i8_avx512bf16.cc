@@ -15,6 +15,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/scratch_vector.h"
 #include "kernels/cpu/unrolled.h"
 #include "kernels/kernel_table.h"
 
@@ -199,10 +200,10 @@ void PvAccumulateI8(const float* p, int ldp, int n_heads, int n_rows, const uint
   thread_local std::vector<float> steps;     // [n_groups, padded_rows], 0 past n_rows
   thread_local std::vector<uint32_t> pairs;  // [n_groups, n_heads, ldq]
   thread_local std::vector<float> units;     // [n_groups, n_heads]
-  steps.assign(static_cast<size_t>(n_groups * padded_rows), 0.0f);
-  pairs.resize(static_cast<size_t>(n_groups) * static_cast<size_t>(n_heads) *
-               static_cast<size_t>(ldq));
-  units.resize(static_cast<size_t>(n_groups) * static_cast<size_t>(n_heads));
+  AssignScratch(&steps, static_cast<size_t>(n_groups * padded_rows), 0.0f);
+  ResizeScratch(&pairs, static_cast<size_t>(n_groups) * static_cast<size_t>(n_heads) *
+                            static_cast<size_t>(ldq));
+  ResizeScratch(&units, static_cast<size_t>(n_groups) * static_cast<size_t>(n_heads));
   // p <= 1 (exp of a score minus the running maximum), so with unit = max_j row_scale[j, g] / 32767
   // the int16 value of p * row_scale[j, g] is round(p * row_scale[j, g] / unit): one pass, no
   // per-head maximum (half the preparation time in BM_AbsorbedMlaDecode), and an absolute step of

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/scratch_vector.h"
 #include "kernels/cpu/row_prefetch.h"
 #include "kernels/cpu/token_tiles.h"
 #include "kernels/cpu/unrolled.h"
@@ -240,7 +241,7 @@ void PvAccumulateBf16Rounded(const float* p, int ldp, int n_heads, int n_rows,
   const int n_pairs = (n_rows + 1) / 2;
   const int64_t ldq = int64_t{(n_pairs + 15) / 16} * 16;
   thread_local std::vector<uint32_t> pairs_buffer;
-  pairs_buffer.resize(static_cast<size_t>(n_heads) * static_cast<size_t>(ldq));
+  ResizeScratch(&pairs_buffer, static_cast<size_t>(n_heads) * static_cast<size_t>(ldq));
   uint32_t* pairs = pairs_buffer.data();
   for (int64_t h = 0; h < n_heads; ++h) {
     const float* row = p + h * ldp;
@@ -368,7 +369,7 @@ inline void PairGemmRows(int64_t m, int64_t k_pairs, const uint32_t* a, int64_t 
 void GemmBf16Pairs(int64_t m, int64_t n, int64_t k_pairs, const uint32_t* a, int64_t lda,
                    const uint32_t* b, int64_t ldb, float* c, int64_t ldc) {
   thread_local std::vector<uint32_t> panel_buffer;
-  panel_buffer.resize(static_cast<size_t>(kPairPanelDepth * kPairPanelCols));
+  ResizeScratch(&panel_buffer, static_cast<size_t>(kPairPanelDepth * kPairPanelCols));
   uint32_t* panel = panel_buffer.data();
   for (int64_t k0 = 0; k0 < k_pairs || k0 == 0; k0 += kPairPanelDepth) {
     const int64_t kc = std::min(kPairPanelDepth, k_pairs - k0);
@@ -412,7 +413,7 @@ void MatMulRowsPackedBf16(const WeightMatrix& w, int64_t row_begin, int64_t row_
     float* c = whole ? y + (block_row - row_begin) : nullptr;
     int64_t ldc = ldy;
     if (!whole) {
-      edge.resize(static_cast<size_t>(n_tokens * 64));
+      ResizeScratch(&edge, static_cast<size_t>(n_tokens * 64));
       c = edge.data();
       ldc = 64;
     }

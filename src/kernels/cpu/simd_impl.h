@@ -20,6 +20,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/scratch_vector.h"
 #include "kernels/cpu/token_tiles.h"
 #include "kernels/cpu/unrolled.h"
 #include "kernels/kernel_table.h"
@@ -202,7 +203,7 @@ inline void F8Rows(const WeightMatrix& w, int64_t r0, int64_t n, std::vector<flo
   const int64_t col_blocks = (w.cols + w.block_cols - 1) / w.block_cols;
   const int64_t rb0 = r0 / w.block_rows;
   const int64_t rb1 = (r0 + n - 1) / w.block_rows;
-  scales256.resize(static_cast<size_t>((rb1 - rb0 + 1) * col_blocks));
+  ResizeScratch(&scales256, static_cast<size_t>((rb1 - rb0 + 1) * col_blocks));
   for (int64_t i = 0; i < (rb1 - rb0 + 1) * col_blocks; ++i)
     scales256[static_cast<size_t>(i)] = w.block_scale[rb0 * col_blocks + i] * 256.0f;
   const int shift = std::countr_zero(static_cast<unsigned>(w.block_cols));
@@ -281,7 +282,7 @@ void MatMulRowsWith(const WeightMatrix& w, int64_t row_begin, int64_t row_end, c
     return;
   }
   thread_local std::vector<float> buffer;
-  buffer.resize(static_cast<size_t>(kDecodeRows * cols));
+  ResizeScratch(&buffer, static_cast<size_t>(kDecodeRows * cols));
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kDecodeRows) {
     const int64_t n = std::min(kDecodeRows, row_end - r0);
     const float* rows[kDecodeRows];
@@ -547,7 +548,7 @@ void Gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const fl
   constexpr int64_t kPanel = int64_t{2} * kW;
   const bool pack = m >= int64_t{4} * V::kGemmRows;
   thread_local std::vector<float> panel;
-  if (pack) panel.resize(static_cast<size_t>(kChunk * kPanel));
+  if (pack) ResizeScratch(&panel, static_cast<size_t>(kChunk * kPanel));
   for (int64_t k0 = 0; k0 < k || k0 == 0; k0 += kChunk) {
     const int64_t kc = std::min(kChunk, k - k0);
     const bool accumulate = k0 > 0;

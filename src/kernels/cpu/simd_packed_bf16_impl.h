@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/scratch_vector.h"
 #include "kernels/cpu/token_tiles.h"
 #include "kernels/cpu/unrolled.h"
 #include "kernels/matmul.h"
@@ -225,8 +226,8 @@ void PackedBf16BlockWidened(const WeightMatrix& w, int64_t g0, int64_t g1, int64
   const int64_t chunk = std::min(pairs, kPackedWidePairs);
   const int64_t group_wide = chunk * 2 * kBf16GroupRows;  // floats per group and chunk
   const int64_t group_partial = n_tokens * kBf16GroupRows;
-  wide.resize(static_cast<size_t>((g1 - g0) * group_wide));
-  partial.resize(static_cast<size_t>((g1 - g0) * group_partial));
+  ResizeScratch(&wide, static_cast<size_t>((g1 - g0) * group_wide));
+  ResizeScratch(&partial, static_cast<size_t>((g1 - g0) * group_partial));
   for (int64_t kk0 = 0; kk0 < pairs; kk0 += kPackedWidePairs) {
     const int64_t n_pairs = std::min(kPackedWidePairs, pairs - kk0);
     for (int64_t g = g0; g < g1; ++g) {
