@@ -320,24 +320,6 @@ TEST(ModelTest, FastIsaBf16PrefillAttentionStaysCloseToF32) {
       rounded);
 }
 
-// gemm_bf16_pairs as the AMX table runs it (amx_pair_gemm.h), on the software model of the tiles.
-void PairGemmOnTileModel(int64_t m, int64_t n, int64_t k_pairs, const uint32_t* a, int64_t lda,
-                         const uint32_t* b, int64_t ldb, float* c, int64_t ldc) {
-  thread_local amx::PairGemmScratch scratch;
-  test::EmulatedTiles tiles;
-  amx::AmxPairGemm(tiles,
-                   {.m = m,
-                    .n = n,
-                    .k_pairs = k_pairs,
-                    .a = a,
-                    .lda = lda,
-                    .b = b,
-                    .ldb = ldb,
-                    .c = c,
-                    .ldc = ldc},
-                   scratch);
-}
-
 // The same through the AMX pair GEMM's blocking on any CPU: this CPU's best table with the
 // GEMM on the tile model (so the bf16 tiled attention runs here even without AVX512-BF16).
 TEST(ModelTest, AmxTilePrefillAttentionOnTheTileModelStaysCloseToF32) {
@@ -347,7 +329,8 @@ TEST(ModelTest, AmxTilePrefillAttentionOnTheTileModelStaysCloseToF32) {
       for (int64_t i = 0; i < n; ++i) out[i] = F32ToBF16(x[i]);
     };
   }
-  table.gemm_bf16_pairs = PairGemmOnTileModel;
+  // gemm_bf16_pairs as the AMX table runs it, on the software model of the tiles.
+  table.gemm_bf16_pairs = amx::GemmBf16PairsOn<test::EmulatedTiles>;
   const auto model = Model::Load(testing::MakeTestModel("tiny-v2-lite"));
   const auto ids = TestIds(301);
   const auto exact = RunLogits(*model, ids, {.chunk = 150, .path = MlaPath::kNaive});

@@ -135,4 +135,23 @@ void AmxPairGemm(Tiles& tiles, const PairGemmArgs& g, PairGemmScratch& scratch) 
   tiles.Release();
 }
 
+// gemm_bf16_pairs (kernel_table.h) on a default-constructed tile unit `Tiles`.
+template <class Tiles>
+void GemmBf16PairsOn(int64_t m, int64_t n, int64_t k_pairs, const uint32_t* a, int64_t lda,
+                     const uint32_t* b, int64_t ldb, float* c, int64_t ldc) {
+  thread_local PairGemmScratch scratch;
+  Tiles tiles;
+  AmxPairGemm(tiles,
+              {.m = m,
+               .n = n,
+               .k_pairs = k_pairs,
+               .a = a,
+               .lda = lda,
+               .b = b,
+               .ldb = ldb,
+               .c = c,
+               .ldc = ldc},
+              scratch);
+}
+
 }  // namespace mlarun::amx

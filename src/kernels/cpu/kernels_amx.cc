@@ -116,23 +116,6 @@ void MatMulRowsBf16Tiles(const WeightMatrix& w, int64_t row_begin, int64_t row_e
   MatMulPackedBf16Tiles(tiles, w, row_begin, row_end, x_tiles, n_tokens, y, ldy);
 }
 
-void GemmBf16Pairs(int64_t m, int64_t n, int64_t k_pairs, const uint32_t* a, int64_t lda,
-                   const uint32_t* b, int64_t ldb, float* c, int64_t ldc) {
-  thread_local PairGemmScratch scratch;
-  HardwareTiles tiles;
-  AmxPairGemm(tiles,
-              PairGemmArgs{.m = m,
-                           .n = n,
-                           .k_pairs = k_pairs,
-                           .a = a,
-                           .lda = lda,
-                           .b = b,
-                           .ldb = ldb,
-                           .c = c,
-                           .ldc = ldc},
-              scratch);
-}
-
 }  // namespace
 
 }  // namespace mlarun::amx
@@ -141,7 +124,7 @@ namespace mlarun::detail {
 
 void InstallAmxKernels(KernelTable* t) {
   t->matmul_rows_bf16_tiles = amx::MatMulRowsBf16Tiles;
-  t->gemm_bf16_pairs = amx::GemmBf16Pairs;
+  t->gemm_bf16_pairs = amx::GemmBf16PairsOn<amx::HardwareTiles>;
   t->bf16_tiles_min_tokens = kBf16GroupRows;
   t->packed_bf16_fastest = true;
 }
