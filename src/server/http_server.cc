@@ -34,7 +34,7 @@ struct RequestState {
   std::vector<int32_t> token_ids;
   std::vector<TokenLogprobs> logprobs;  // per token id, when the request asked for them
   size_t token_ids_sent = 0;
-  int64_t text_offset = 0;  // bytes of the tokens already sent with log-probabilities
+  int64_t text_offset = 0;  // characters of the tokens already sent with log-probabilities
   bool finished = false;
   FinishReason reason = FinishReason::kStop;
   RequestUsage usage;
