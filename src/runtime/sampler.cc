@@ -81,6 +81,7 @@ TokenLogprobs ComputeLogprobs(std::span<const float> logits, int32_t token, int 
   auto logprob = [&](size_t i) { return static_cast<float>(logits[i] - log_z); };
   out.logprob = logprob(static_cast<size_t>(token));
   const size_t n = std::min(logits.size(), static_cast<size_t>(std::max(top_n, 0)));
+  if (n == 0) return out;  // no ranking over the vocabulary to do
   std::vector<int32_t> order(logits.size());
   std::iota(order.begin(), order.end(), 0);
   std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n), order.end(),

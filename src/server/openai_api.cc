@@ -426,12 +426,10 @@ Json LogprobsJson(ApiKind kind, const Tokenizer* tokenizer, std::span<const int3
         top.push_back(
             {{"token", LossyUtf8(raw)}, {"logprob", value(t.logprob)}, {"bytes", bytes(raw)}});
       }
-      const std::string text = LossyUtf8(token);
-      content.push_back({{"token", text},
+      content.push_back({{"token", LossyUtf8(token)},
                          {"logprob", value(logprobs[i].logprob)},
                          {"bytes", bytes(token)},
                          {"top_logprobs", top}});
-      *text_offset += characters(text);
     }
     return {{"content", content}};
   }

@@ -90,8 +90,9 @@ Json StreamChunk(ApiKind kind, const std::string& id, int64_t created, const std
 // "text_offset"}, chat {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}.
 // A token is the text of the bytes it decodes to (read lossily: bytes that are not UTF-8 become
 // U+FFFD; the chat entries' "bytes" keep them), or "token_id:N" without a tokenizer.
-// `*text_offset` counts the characters (code points) of the tokens before these, as
-// "text_offset" does (advanced past them). -inf is reported as -9999, as vLLM does.
+// Completions: `*text_offset` counts the characters (code points) of the tokens before these,
+// as "text_offset" does (advanced past them; chat has no offsets and leaves it). -inf is
+// reported as -9999, as vLLM does.
 Json LogprobsJson(ApiKind kind, const Tokenizer* tokenizer, std::span<const int32_t> ids,
                   std::span<const TokenLogprobs> logprobs, int64_t* text_offset);
 // Returns the final usage-only chunk (stream_options.include_usage).
