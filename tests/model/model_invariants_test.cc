@@ -93,6 +93,18 @@ DiffStats Compare(const std::vector<float>& a, const std::vector<float>& b, int6
   return stats;
 }
 
+// The number of positions whose logits [n, vocab] have their largest value at the same index.
+int SameArgmax(const std::vector<float>& a, const std::vector<float>& b, int64_t vocab) {
+  int same = 0;
+  for (size_t begin = 0; begin < a.size(); begin += static_cast<size_t>(vocab)) {
+    const auto row_a = a.begin() + static_cast<std::ptrdiff_t>(begin);
+    const auto row_b = b.begin() + static_cast<std::ptrdiff_t>(begin);
+    same += std::max_element(row_a, row_a + vocab) - row_a ==
+            std::max_element(row_b, row_b + vocab) - row_b;
+  }
+  return same;
+}
+
 class ModelInvariantTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ModelInvariantTest, PrefillEqualsTokenByTokenDecode) {
@@ -218,13 +230,7 @@ TEST(ModelTest, Int8WeightsStayCloseToF32AndQuantizedFilesLoadIdentically) {
     const auto f32 = RunLogits(*Model::Load(dir), ids, {});
     const auto int8 = RunLogits(*Model::Load(dir, {.weights = WeightFormat::kInt8}), ids, {});
     const DiffStats stats = Compare(f32, int8, 512);
-    int same_argmax = 0;
-    for (size_t t = 0; t < ids.size(); ++t) {
-      const auto row_f32 = f32.begin() + static_cast<std::ptrdiff_t>(t * 512);
-      const auto row_int8 = int8.begin() + static_cast<std::ptrdiff_t>(t * 512);
-      same_argmax += std::max_element(row_f32, row_f32 + 512) - row_f32 ==
-                     std::max_element(row_int8, row_int8 + 512) - row_int8;
-    }
+    const int same_argmax = SameArgmax(f32, int8, 512);
     std::printf(
         "int8 vs f32 weights (tiny-llama-gqa): mean %.4f median max %.4f, argmax equal %d/16\n",
         stats.mean, stats.median_max, same_argmax);
@@ -262,8 +268,15 @@ TEST(ModelTest, Int8WeightsStayCloseToF32AndQuantizedFilesLoadIdentically) {
   // matrices are all packed at load; the packed model packs only the derived W_uk^T).
   EXPECT_GT(packed->weights().q8_bytes, 0u);
   EXPECT_LT(packed->weights().q8_bytes, row_major->weights().q8_bytes / 2);
+  // Every ISA's int8 kernels agree closely. On the absorbed path: the rounding tables' bf16
+  // prefill attention (FastIsaBf16PrefillAttentionStaysCloseToF32) would add its own error, and
+  // one routing flip of this MoE model moves a position's logits by ~2.
+  const auto int8_absorbed = RunLogits(*int8_model, ids, {.path = MlaPath::kAbsorbed});
   for (Isa isa : SupportedIsas()) {
-    EXPECT_LT(MaxAbsDiff(RunLogits(*int8_model, ids, {.isa = isa}), int8), 1e-3) << IsaName(isa);
+    EXPECT_LT(MaxAbsDiff(RunLogits(*int8_model, ids, {.path = MlaPath::kAbsorbed, .isa = isa}),
+                         int8_absorbed),
+              1e-3)
+        << IsaName(isa);
     // Quantised at load by this ISA's kernels: the same bytes, so bitwise the same logits.
     const auto by_isa =
         Model::Load(dir, {.weights = WeightFormat::kInt8, .kernels = &GetKernelTable(isa)});
@@ -380,16 +393,23 @@ TEST(ModelTest, PackedBf16WeightsMatchRowMajor) {
   const Isa fast = Bf16DotIsa();
   if (GetKernelTable(fast).matmul_rows_bf16 == nullptr) GTEST_SKIP() << "no bf16 kernels here";
   // The AVX512-BF16 kernels: products of bf16 values are exact in float32, so only the order of
-  // the sums differs (one chain of pair products per output instead of 16 lane sums): logits
-  // agree to float32 rounding. And they do not depend on the thread count.
+  // the sums differs (one chain of pair products per output instead of 16 lane sums). But these
+  // tables round every matmul's input to bf16, and a float32-rounding difference moves a value
+  // that lies near a bf16 rounding boundary by a whole bf16 step (2^-8 relative): a few such
+  // flips per run are expected (~40k values rounded, each flipping with odds ~2^-16), and each
+  // reaches the later positions through the cache. Measured on the Zen 5 VM: mean 1.2e-3, median
+  // max 2.0e-3, 21 of 40 positions past the first flip; a wiring error (a layout read wrongly)
+  // moves every position by ~0.1 or more. And they do not depend on the thread count.
   const auto fast_packed = RunLogits(*packed, ids, {.chunk = 8, .isa = fast});
   const auto fast_row_major = RunLogits(*row_major, ids, {.chunk = 8, .isa = fast});
-  const DiffStats stats = Compare(fast_packed, fast_row_major, packed->config().vocab_size);
+  const int64_t vocab = packed->config().vocab_size;
+  const DiffStats stats = Compare(fast_packed, fast_row_major, vocab);
   std::printf("packed vs row-major bf16 (fast kernels): mean %.2e median max %.2e\n", stats.mean,
               stats.median_max);
-  EXPECT_GT(stats.mean, 0.0);   // the packed kernels ran
-  EXPECT_LT(stats.mean, 1e-6);  // measured 2.5e-8 and 2.4e-7
-  EXPECT_LT(stats.median_max, 1e-5);
+  EXPECT_GT(stats.mean, 0.0);  // the packed kernels ran
+  EXPECT_LT(stats.mean, 5e-3);
+  EXPECT_LT(stats.median_max, 0.02);
+  EXPECT_GE(SameArgmax(fast_packed, fast_row_major, vocab), 38);
   EXPECT_EQ(RunLogits(*packed, ids, {.chunk = 8, .threads = 1, .isa = fast}), fast_packed);
 }
 
