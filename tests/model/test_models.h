@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "model/safetensors.h"
@@ -16,8 +18,17 @@ namespace mlarun::testing {
 inline std::string MakeTestModel(const std::string& preset, DType dtype = DType::kF32,
                                  uint64_t max_shard_bytes = 0) {
   // Per process: ctest runs tests in parallel processes that must not rewrite each other's files.
-  const std::string dir = ::testing::TempDir() + "/mlarun_models_" + std::to_string(getpid()) +
-                          "/" + preset + "_" + std::string(DTypeName(dtype)) + "_" +
+  // The process's directory is removed when it exits.
+  struct RemovedAtExit {
+    std::string path;
+    ~RemovedAtExit() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  };
+  static const RemovedAtExit root{::testing::TempDir() + "/mlarun_models_" +
+                                  std::to_string(getpid())};
+  const std::string dir = root.path + "/" + preset + "_" + std::string(DTypeName(dtype)) + "_" +
                           std::to_string(max_shard_bytes);
   WriteSyntheticModel(
       {.preset = preset, .dtype = dtype, .seed = 1, .max_shard_bytes = max_shard_bytes}, dir);
