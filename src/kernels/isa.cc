@@ -21,6 +21,7 @@ CpuFeatures DetectCpuFeatures() {
   f.avx512dq = __builtin_cpu_supports("avx512dq");
   f.avx512_vnni = __builtin_cpu_supports("avx512vnni");
   f.avx512_bf16 = __builtin_cpu_supports("avx512bf16");
+  f.amd = __builtin_cpu_is("amd");
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
   f.avx_vnni = __builtin_cpu_supports("avxvnni");
   f.amx_tile = __builtin_cpu_supports("amx-tile");

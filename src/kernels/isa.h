@@ -26,6 +26,7 @@ struct CpuFeatures {
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512_vnni = false, avx512_bf16 = false, avx_vnni = false;
   bool amx_tile = false, amx_bf16 = false, amx_int8 = false;
+  bool amd = false;  // vendor AMD (a tuning choice: kernels_avx512.cc)
 };
 
 // Reads CPUID (through the compiler's __builtin_cpu_supports).

@@ -6,8 +6,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "core/dtype.h"
+#include "core/error.h"
 
 namespace mlarun {
 
@@ -82,6 +84,14 @@ void SplitQ8Row(const int8_t* q, int64_t padded_cols, uint8_t* magnitudes, uint8
       if (v < 0) negative_sum -= v;
     }
     negative_sums[b] = negative_sum;
+  }
+}
+
+void Q8Activations::RequireSplit(const char* kernel) const {
+  if (!HasSplit()) {
+    throw Error(std::string(kernel) +
+                ": the activations lack the sign split this kernel table reads (quantise them "
+                "with KernelTable::split_q8_row)");
   }
 }
 

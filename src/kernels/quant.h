@@ -33,6 +33,9 @@ struct Q8Activations {
 
   const int32_t* Sums(int64_t t) const { return sums.data() + t * (padded_cols / kQ8Block); }
   bool HasSplit() const { return negative_sums.size() == sums.size(); }
+  // Throws an Error naming `kernel` unless HasSplit() (baseline code, so the ISA-specific kernels
+  // build no std::string of their own: tests/kernels/isa_symbols_test.sh).
+  void RequireSplit(const char* kernel) const;
   const uint8_t* Magnitudes(int64_t t) const { return magnitudes.data() + t * padded_cols; }
   const uint8_t* SignMasks(int64_t t) const { return sign_masks.data() + t * padded_cols; }
   const int32_t* NegativeSums(int64_t t) const {

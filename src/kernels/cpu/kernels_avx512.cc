@@ -248,5 +248,18 @@ struct V {
 #include "kernels/cpu/simd_impl.h"
 
 namespace mlarun::detail {
-const KernelTable& Avx512KernelTable() { return avx512::kTable; }
+const KernelTable& Avx512KernelTable() {
+  static const KernelTable table = [] {
+    KernelTable t = avx512::kTable;
+    // On AMD's AVX-512 cores the 4 KB-ahead software prefetch slows the single-token Q8
+    // product. 2026-12-04, 2-core EPYC VM (Zen 5, family 26), bench-v2-lite int8 decode @0, 6
+    // alternating runs: 92-99 -> 104-114 tok/s (79-83% -> 89-95% of the probe); in the VM's
+    // fastest minutes (probe 74-77 GB/s) 92-94 -> 118-121; batched decode of 4 sequences 191-194
+    // -> 202-211 tok/s. Products of more tokens keep it (a 16-token prefill was ~10% slower
+    // without), and so do Intel CPUs, where it was measured a gain (at kPackedPrefetchBytes).
+    if (DetectCpuFeatures().amd) t.matmul_rows_q8 = avx512::MatMulRowsQ8HardwarePrefetchOneToken;
+    return t;
+  }();
+  return table;
+}
 }  // namespace mlarun::detail

@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "core/error.h"
 #include "core/scratch_vector.h"
 #include "kernels/cpu/token_tiles.h"
 #include "kernels/cpu/unrolled.h"
@@ -329,7 +328,8 @@ constexpr int64_t kPackedBlockBytes = kQ8QuadsPerBlock * kPackedQuadBytes;  // 5
 // The first token tile of a block of rows (all of a product of up to 4 tokens: decode, and the
 // experts of batched decode) prefetches each group's stream 4 KB ahead: in a simulated MoE decode
 // step (12 random 3 MB experts per batch) this and 64-row work items took the packed GEMV from
-// 20-23 to 28-32 GB/s on 2 threads (the hardware prefetchers restart at every 4 KiB page).
+// 20-23 to 28-32 GB/s on 2 threads (Intel Xeon VM, 2026-11-30; the hardware prefetchers restart
+// at every 4 KiB page). Not for single tokens on AMD's AVX-512 cores (kernels_avx512.cc).
 // Prefetching in the first tile of larger products too (2026-12-01, AMD EPYC, BM_MatMul and
 // BM_ExpertBatch): 16 tokens 688 -> 750 GFLOP/s, experts with 5 tokens 30 -> 34 GB/s, 512 tokens
 // unchanged.
@@ -437,13 +437,12 @@ void PackedTokenTileQ8(const WeightMatrix& w, int64_t g0, int64_t g1, int64_t ro
     PackedGroupsQ8<1, kTokens, kPrefetch>(w, g, row_begin, row_end, x, t, next_block, y, ldy);
 }
 
-void MatMulRowsQ8(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const Q8Activations& x,
-                  float* y, int64_t ldy) {
-  if (V::kQ8SignSplit && !x.HasSplit()) {
-    throw Error(
-        "matmul_rows_q8: the activations lack the sign split this kernel table reads "
-        "(quantise them with KernelTable::split_q8_row)");
-  }
+// kFirstTile: how the first token tile of each row block prefetches (kAhead, or kNone where the
+// hardware prefetchers do better alone: MatMulRowsQ8HardwarePrefetchOneToken).
+template <Q8Prefetch kFirstTile>
+void MatMulRowsQ8With(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
+                      const Q8Activations& x, float* y, int64_t ldy) {
+  if (V::kQ8SignSplit) x.RequireSplit("matmul_rows_q8");
   const int64_t g_end = (row_end + kQ8GroupRows - 1) / kQ8GroupRows;
   // Blocks of 4 groups (64 rows, 128 KB at 2,048 columns) stay in L2 while the token tiles pass.
   // The first token tile brings the block in from memory and prefetches ahead of itself (the
@@ -460,8 +459,8 @@ void MatMulRowsQ8(const WeightMatrix& w, int64_t row_begin, int64_t row_end, con
     ForEachTokenTile<V::kQ8TileTokens>(x.n_tokens, [&](auto nt, int64_t t) {
       constexpr int kTokens = decltype(nt)::value;
       if (t == 0) {
-        PackedTokenTileQ8<kTokens, Q8Prefetch::kAhead>(w, g0, g1, row_begin, row_end, x, t,
-                                                       next_block, y, ldy);
+        PackedTokenTileQ8<kTokens, kFirstTile>(w, g0, g1, row_begin, row_end, x, t, next_block, y,
+                                               ldy);
       } else if (t == V::kQ8TileTokens && !last) {
         PackedTokenTileQ8<kTokens, Q8Prefetch::kNextBlock>(w, g0, g1, row_begin, row_end, x, t,
                                                            next_block, y, ldy);
@@ -470,6 +469,24 @@ void MatMulRowsQ8(const WeightMatrix& w, int64_t row_begin, int64_t row_end, con
                                                       next_block, y, ldy);
       }
     });
+  }
+}
+
+void MatMulRowsQ8(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const Q8Activations& x,
+                  float* y, int64_t ldy) {
+  MatMulRowsQ8With<Q8Prefetch::kAhead>(w, row_begin, row_end, x, y, ldy);
+}
+
+// The same products (bitwise: prefetches change no value), but single-token products (decode)
+// leave their streams to the hardware prefetchers: the AVX-512 table's choice on AMD CPUs
+// (kernels_avx512.cc).
+void MatMulRowsQ8HardwarePrefetchOneToken(const WeightMatrix& w, int64_t row_begin,
+                                          int64_t row_end, const Q8Activations& x, float* y,
+                                          int64_t ldy) {
+  if (x.n_tokens == 1) {
+    MatMulRowsQ8With<Q8Prefetch::kNone>(w, row_begin, row_end, x, y, ldy);
+  } else {
+    MatMulRowsQ8With<Q8Prefetch::kAhead>(w, row_begin, row_end, x, y, ldy);
   }
 }
 
