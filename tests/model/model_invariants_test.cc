@@ -33,6 +33,7 @@ struct RunOptions {
 
 std::vector<int32_t> TestIds(int n) {
   std::vector<int32_t> ids;
+  ids.reserve(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) ids.push_back((i * 37 + 11) % 500);
   return ids;
 }
