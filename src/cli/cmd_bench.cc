@@ -7,6 +7,7 @@
 
 #include "cli/common.h"
 #include "core/error.h"
+#include "kernels/matmul.h"
 #include "runtime/bandwidth.h"
 #include "runtime/generator.h"
 
@@ -85,8 +86,9 @@ int RunBench(const BenchArgs& args) {
     if (IsaSupported(Isa::kAmx)) {
       std::printf("amx: --isa fast multiplies packed bf16 weights by tiles for 16+ tokens\n");
     }
-    std::printf("%8s %8s %12s %8s %12s %14s %10s %10s %9s\n", "depth", "prefill", "prefill t/s",
-                "decode", "decode t/s", "bytes/token", "GB/s", "probe GB/s", "roofline");
+    std::printf("%8s %8s %12s %8s %12s %14s %10s %10s %9s %9s %10s\n", "depth", "prefill",
+                "prefill t/s", "decode", "decode t/s", "bytes/token", "GB/s", "probe GB/s",
+                "roofline", "products", "prod. GB/s");
   }
   // One cache per depth, filled first; then every round measures each depth in turn (prefill,
   // decode, then the bandwidth probe right after the decode). The machines this runs on drift by
@@ -98,6 +100,8 @@ int RunBench(const BenchArgs& args) {
     std::unique_ptr<KvCache> cache;
     int32_t base = 0;
     std::vector<double> prefill_rates, decode_rates, probes, fractions;
+    // Of each decode run: the share of its time in weight products, and their read rate.
+    std::vector<double> product_shares, product_rates;
   };
   std::vector<DepthRun> runs;
   for (int32_t depth : depths) {
@@ -131,6 +135,8 @@ int RunBench(const BenchArgs& args) {
       Prefill(*model, exec, cache, seq, prompt, {.prefill_chunk = args.prompt});
       run.prefill_rates.push_back(args.prompt / Seconds(start));
       int32_t token = prompt.back();
+      ProductMeter meter;
+      exec.meter = &meter;
       start = std::chrono::steady_clock::now();
       for (int i = 0; i < args.decode; ++i) {
         ReserveOrThrow(cache, seq, 1);
@@ -139,8 +145,14 @@ int RunBench(const BenchArgs& args) {
         model->Forward(exec, cache, std::span<const BatchToken>(&next, 1), {}, logits.data());
         token = Argmax(logits);
       }
-      const double decode_tok_s = args.decode / Seconds(start);
+      const double decode_seconds = Seconds(start);
+      exec.meter = nullptr;
+      const double decode_tok_s = args.decode / decode_seconds;
       run.decode_rates.push_back(decode_tok_s);
+      run.product_shares.push_back(meter.seconds / decode_seconds);
+      run.product_rates.push_back(meter.seconds > 0.0 ? static_cast<double>(meter.weight_bytes) /
+                                                            meter.seconds / 1e9
+                                                      : 0.0);
       cache.RemoveSequence(seq);
       const double probe_gb_s = probe.Measure(exec);
       run.probes.push_back(probe_gb_s);
@@ -159,6 +171,8 @@ int RunBench(const BenchArgs& args) {
     const int64_t bytes = bytes_per_decoded_token(run.depth);
     const double gb_s = static_cast<double>(bytes) * decode_tok_s / 1e9;
     const double fraction = Median(run.fractions);
+    const double product_share = Median(run.product_shares);
+    const double product_gb_s = Median(run.product_rates);
     if (args.json) {
       const nlohmann::json line = {{"weights", weights},
                                    {"threads", pool.size()},
@@ -170,12 +184,15 @@ int RunBench(const BenchArgs& args) {
                                    {"bytes_per_decoded_token", bytes},
                                    {"decode_gb_s", gb_s},
                                    {"peak_read_gb_s", Median(run.probes)},
-                                   {"roofline_fraction", fraction}};
+                                   {"roofline_fraction", fraction},
+                                   {"decode_product_time_fraction", product_share},
+                                   {"decode_product_gb_s", product_gb_s}};
       std::printf("%s\n", line.dump().c_str());
     } else {
-      std::printf("%8d %8d %12.1f %8d %12.2f %14lld %10.2f %10.2f %8.1f%%\n", run.depth,
-                  args.prompt, prefill_tok_s, args.decode, decode_tok_s,
-                  static_cast<long long>(bytes), gb_s, Median(run.probes), 100.0 * fraction);
+      std::printf("%8d %8d %12.1f %8d %12.2f %14lld %10.2f %10.2f %8.1f%% %8.1f%% %10.2f\n",
+                  run.depth, args.prompt, prefill_tok_s, args.decode, decode_tok_s,
+                  static_cast<long long>(bytes), gb_s, Median(run.probes), 100.0 * fraction,
+                  100.0 * product_share, product_gb_s);
     }
   }
   std::fflush(stdout);

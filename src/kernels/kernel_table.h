@@ -175,6 +175,8 @@ const KernelTable& GetKernelTable(Isa isa);
 // its pair GEMM (so that the prefill's attention runs on bf16 tiles there too).
 const KernelTable& FastestKernelTable();
 
+struct ProductMeter;  // matmul.h
+
 // What a kernel call needs: the worker threads and the kernels of the chosen ISA.
 struct Exec {
   ThreadPool& pool;
@@ -182,6 +184,9 @@ struct Exec {
   // Reused temporaries of the forward pass (owned by the caller, who keeps it across calls);
   // null: each forward pass uses a fresh one.
   ScratchArena* scratch = nullptr;
+  // Adds up the time and weight bytes of every weight product (MatMulBatch) while set; null: not
+  // measured (`mlarun bench` sets it around its decode runs).
+  ProductMeter* meter = nullptr;
 };
 
 namespace detail {

@@ -3,6 +3,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,17 @@
 #include "kernels/quant.h"
 
 namespace mlarun {
+
+int64_t WeightBytes(const WeightMatrix& w, int64_t row_begin, int64_t row_end) {
+  if (w.empty() || row_end <= row_begin) return 0;
+  int64_t bytes = (row_end - row_begin) * w.cols * static_cast<int64_t>(DTypeSize(w.dtype));
+  if (w.block_scale != nullptr) {
+    const int64_t block_rows = (row_end - 1) / w.block_rows - row_begin / w.block_rows + 1;
+    bytes += block_rows * ((w.cols + w.block_cols - 1) / w.block_cols) *
+             static_cast<int64_t>(sizeof(float));
+  }
+  return bytes;
+}
 
 void WeightMatrix::Q8Row(int64_t r, int8_t* q, uint16_t* s) const {
   const int64_t stride = Q8PaddedCols(cols);
@@ -186,6 +198,8 @@ void PairForm(Exec& exec, const float* x, int64_t n_tokens, int64_t cols, float*
 }  // namespace
 
 void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs) {
+  // The meter's time includes preparing the inputs (bf16 rounding, Q8 quantisation).
+  const auto start = std::chrono::steady_clock::now();
   // The caller's buffers, read by the workers through these references (a thread_local named
   // inside the worker lambda would be each worker's own, empty instance).
   thread_local std::vector<PreparedInput> inputs_buffer;
@@ -260,6 +274,13 @@ void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs) {
         break;
     }
   });
+  if (exec.meter != nullptr) {
+    exec.meter->seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (const MatMulJob& job : jobs)
+      exec.meter->weight_bytes += WeightBytes(*job.w, job.row_begin, job.row_end);
+    ++exec.meter->batches;
+  }
 }
 
 void MatMulRows(Exec& exec, const WeightMatrix& w, int64_t row_begin, int64_t row_end,

@@ -156,15 +156,7 @@ void Model::PrepareDerived() {
 
 namespace {
 
-int64_t MatrixBytes(const WeightMatrix& m) {
-  if (m.empty()) return 0;
-  int64_t bytes = m.rows * m.cols * static_cast<int64_t>(DTypeSize(m.dtype));
-  if (m.block_scale != nullptr) {
-    bytes += (m.rows + m.block_rows - 1) / m.block_rows *
-             ((m.cols + m.block_cols - 1) / m.block_cols) * 4;
-  }
-  return bytes;
-}
+int64_t MatrixBytes(const WeightMatrix& m) { return WeightBytes(m, 0, m.rows); }
 
 int64_t MlpBytes(const MlpWeights& w) {
   return MatrixBytes(w.gate_proj) + MatrixBytes(w.up_proj) + MatrixBytes(w.down_proj);

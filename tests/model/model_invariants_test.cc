@@ -10,6 +10,7 @@
 #include "kernels/amx_tile_model.h"
 #include "kernels/cpu/amx_pair_gemm.h"
 #include "kernels/kernel_table.h"
+#include "kernels/matmul.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "model/quantize.h"
@@ -168,6 +169,38 @@ TEST(ModelTest, AbsorbedMlaMatchesNaiveMla) {
     const auto naive = RunLogits(*model, ids, {.chunk = 4, .path = MlaPath::kNaive});
     const auto absorbed = RunLogits(*model, ids, {.chunk = 4, .path = MlaPath::kAbsorbed});
     EXPECT_LT(MaxAbsDiff(naive, absorbed), 1e-5) << preset;
+  }
+}
+
+// Exec::meter (what `mlarun bench` reports as the products' share and read rate of a decode):
+// one decoded token's weight products read every matrix of the forward pass once (the routed
+// experts: num_experts_per_tok of them), i.e. the bench's weight bytes per decoded token less the
+// embedding row, which is looked up, not multiplied. Both MLA paths, dense and MoE layers, GQA.
+TEST(ModelTest, ProductMeterCountsEachWeightOncePerDecodedToken) {
+  for (const char* preset : {"tiny-v2-lite", "tiny-v3", "tiny-llama-gqa"}) {
+    const auto model = Model::Load(testing::MakeTestModel(preset));
+    const ModelConfig& c = model->config();
+    const int64_t expected =
+        model->WeightBytesPerDecodedToken() -
+        c.hidden_size * static_cast<int64_t>(DTypeSize(model->weights().embed_tokens.dtype));
+    for (MlaPath path : {MlaPath::kNaive, MlaPath::kAbsorbed}) {
+      ThreadPool pool(2);
+      Exec exec{pool, GetKernelTable(BestIsa())};
+      KvCache cache(model->MakeKvLayout(DType::kF32), {.block_size = 16, .budget_bytes = 16 << 20});
+      const int32_t seq = cache.AddSequence();
+      std::vector<float> logits(static_cast<size_t>(c.vocab_size));
+      ProductMeter meter;
+      for (int32_t pos = 0; pos < 6; ++pos) {
+        if (pos == 5) exec.meter = &meter;
+        const BatchToken token{.token = 7 * pos + 3, .seq = seq, .pos = pos, .want_logits = true};
+        ReserveOrThrow(cache, seq, 1);
+        model->Forward(exec, cache, std::span<const BatchToken>(&token, 1), {.mla_path = path},
+                       logits.data());
+      }
+      EXPECT_EQ(meter.weight_bytes, expected) << preset;
+      EXPECT_GT(meter.batches, 0) << preset;
+      EXPECT_GT(meter.seconds, 0.0) << preset;
+    }
   }
 }
 
