@@ -30,6 +30,14 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
+// The index of the median of `v` (non-empty): the element Median(v) returns.
+size_t MedianIndex(const std::vector<double>& v) {
+  std::vector<size_t> order(v.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
+  return order[order.size() / 2];
+}
+
 double Seconds(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -86,9 +94,9 @@ int RunBench(const BenchArgs& args) {
     if (IsaSupported(Isa::kAmx)) {
       std::printf("amx: --isa fast multiplies packed bf16 weights by tiles for 16+ tokens\n");
     }
-    std::printf("%8s %8s %12s %8s %12s %14s %10s %10s %9s %9s %10s\n", "depth", "prefill",
+    std::printf("%8s %8s %12s %8s %12s %14s %10s %10s %9s %9s %10s %9s\n", "depth", "prefill",
                 "prefill t/s", "decode", "decode t/s", "bytes/token", "GB/s", "probe GB/s",
-                "roofline", "products", "prod. GB/s");
+                "roofline", "products", "prod. GB/s", "attention");
   }
   // One cache per depth, filled first; then every round measures each depth in turn (prefill,
   // decode, then the bandwidth probe right after the decode). The machines this runs on drift by
@@ -100,8 +108,9 @@ int RunBench(const BenchArgs& args) {
     std::unique_ptr<KvCache> cache;
     int32_t base = 0;
     std::vector<double> prefill_rates, decode_rates, probes, fractions;
-    // Of each decode run: the share of its time in weight products, and their read rate.
-    std::vector<double> product_shares, product_rates;
+    // Of each decode run: the shares of its time in weight products and in attention, and the
+    // products' read rate.
+    std::vector<double> product_shares, product_rates, attention_shares;
   };
   std::vector<DepthRun> runs;
   for (int32_t depth : depths) {
@@ -135,7 +144,7 @@ int RunBench(const BenchArgs& args) {
       Prefill(*model, exec, cache, seq, prompt, {.prefill_chunk = args.prompt});
       run.prefill_rates.push_back(args.prompt / Seconds(start));
       int32_t token = prompt.back();
-      ProductMeter meter;
+      ExecMeter meter;
       exec.meter = &meter;
       start = std::chrono::steady_clock::now();
       for (int i = 0; i < args.decode; ++i) {
@@ -149,10 +158,12 @@ int RunBench(const BenchArgs& args) {
       exec.meter = nullptr;
       const double decode_tok_s = args.decode / decode_seconds;
       run.decode_rates.push_back(decode_tok_s);
-      run.product_shares.push_back(meter.seconds / decode_seconds);
-      run.product_rates.push_back(meter.seconds > 0.0 ? static_cast<double>(meter.weight_bytes) /
-                                                            meter.seconds / 1e9
-                                                      : 0.0);
+      run.product_shares.push_back(meter.product_seconds / decode_seconds);
+      run.product_rates.push_back(meter.product_seconds > 0.0
+                                      ? static_cast<double>(meter.product_weight_bytes) /
+                                            meter.product_seconds / 1e9
+                                      : 0.0);
+      run.attention_shares.push_back(meter.attention_seconds / decode_seconds);
       cache.RemoveSequence(seq);
       const double probe_gb_s = probe.Measure(exec);
       run.probes.push_back(probe_gb_s);
@@ -171,8 +182,12 @@ int RunBench(const BenchArgs& args) {
     const int64_t bytes = bytes_per_decoded_token(run.depth);
     const double gb_s = static_cast<double>(bytes) * decode_tok_s / 1e9;
     const double fraction = Median(run.fractions);
-    const double product_share = Median(run.product_shares);
-    const double product_gb_s = Median(run.product_rates);
+    // The time split of the round whose decode rate is the median (medians taken one by one
+    // could add up to more than the whole).
+    const size_t median_round = MedianIndex(run.decode_rates);
+    const double product_share = run.product_shares[median_round];
+    const double product_gb_s = run.product_rates[median_round];
+    const double attention_share = run.attention_shares[median_round];
     if (args.json) {
       const nlohmann::json line = {{"weights", weights},
                                    {"threads", pool.size()},
@@ -186,13 +201,14 @@ int RunBench(const BenchArgs& args) {
                                    {"peak_read_gb_s", Median(run.probes)},
                                    {"roofline_fraction", fraction},
                                    {"decode_product_time_fraction", product_share},
-                                   {"decode_product_gb_s", product_gb_s}};
+                                   {"decode_product_gb_s", product_gb_s},
+                                   {"decode_attention_time_fraction", attention_share}};
       std::printf("%s\n", line.dump().c_str());
     } else {
-      std::printf("%8d %8d %12.1f %8d %12.2f %14lld %10.2f %10.2f %8.1f%% %8.1f%% %10.2f\n",
+      std::printf("%8d %8d %12.1f %8d %12.2f %14lld %10.2f %10.2f %8.1f%% %8.1f%% %10.2f %8.1f%%\n",
                   run.depth, args.prompt, prefill_tok_s, args.decode, decode_tok_s,
                   static_cast<long long>(bytes), gb_s, Median(run.probes), 100.0 * fraction,
-                  100.0 * product_share, product_gb_s);
+                  100.0 * product_share, product_gb_s, 100.0 * attention_share);
     }
   }
   std::fflush(stdout);

@@ -2,6 +2,7 @@
 // start-up (never inside the layer loop), and the execution context passed to every kernel call.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 
 #include "core/scratch_arena.h"
@@ -175,7 +176,15 @@ const KernelTable& GetKernelTable(Isa isa);
 // its pair GEMM (so that the prefill's attention runs on bf16 tiles there too).
 const KernelTable& FastestKernelTable();
 
-struct ProductMeter;  // matmul.h
+// Where the time of the kernels goes, for `mlarun bench` (Exec::meter): weight products
+// (MatMulBatch, with the weight bytes they read) and attention over the KV cache (the model's
+// attention layers between writing the cache rows and o_proj, less the products inside).
+struct ExecMeter {
+  double product_seconds = 0.0;
+  int64_t product_weight_bytes = 0;
+  int64_t product_batches = 0;  // MatMulBatch calls (parallel regions)
+  double attention_seconds = 0.0;
+};
 
 // What a kernel call needs: the worker threads and the kernels of the chosen ISA.
 struct Exec {
@@ -184,9 +193,33 @@ struct Exec {
   // Reused temporaries of the forward pass (owned by the caller, who keeps it across calls);
   // null: each forward pass uses a fresh one.
   ScratchArena* scratch = nullptr;
-  // Adds up the time and weight bytes of every weight product (MatMulBatch) while set; null: not
-  // measured (`mlarun bench` sets it around its decode runs).
-  ProductMeter* meter = nullptr;
+  // Adds up the time of the weight products and attention while set; null: not measured
+  // (`mlarun bench` sets it around its decode runs).
+  ExecMeter* meter = nullptr;
+};
+
+// Adds the wall time of its scope, less that of the weight products run inside it, to
+// exec.meter->attention_seconds (nothing when exec.meter is null).
+class AttentionMeterScope {
+ public:
+  explicit AttentionMeterScope(const Exec& exec)
+      : meter_(exec.meter),
+        start_(meter_ != nullptr ? std::chrono::steady_clock::now()
+                                 : std::chrono::steady_clock::time_point{}),
+        products_before_(meter_ != nullptr ? meter_->product_seconds : 0.0) {}
+  ~AttentionMeterScope() {
+    if (meter_ == nullptr) return;
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    meter_->attention_seconds += elapsed - (meter_->product_seconds - products_before_);
+  }
+  AttentionMeterScope(const AttentionMeterScope&) = delete;
+  AttentionMeterScope& operator=(const AttentionMeterScope&) = delete;
+
+ private:
+  ExecMeter* meter_;
+  std::chrono::steady_clock::time_point start_;
+  double products_before_;
 };
 
 namespace detail {

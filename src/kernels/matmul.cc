@@ -275,11 +275,11 @@ void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs) {
     }
   });
   if (exec.meter != nullptr) {
-    exec.meter->seconds +=
+    exec.meter->product_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     for (const MatMulJob& job : jobs)
-      exec.meter->weight_bytes += WeightBytes(*job.w, job.row_begin, job.row_end);
-    ++exec.meter->batches;
+      exec.meter->product_weight_bytes += WeightBytes(*job.w, job.row_begin, job.row_end);
+    ++exec.meter->product_batches;
   }
 }
 

@@ -59,13 +59,6 @@ struct WeightMatrix {
 // counted: the same figure as the bytes per decoded token of `mlarun bench`).
 int64_t WeightBytes(const WeightMatrix& w, int64_t row_begin, int64_t row_end);
 
-// Wall time spent in weight products and the weight bytes they read (Exec::meter).
-struct ProductMeter {
-  double seconds = 0.0;
-  int64_t weight_bytes = 0;
-  int64_t batches = 0;  // MatMulBatch calls (parallel regions)
-};
-
 // Computes y = x W^T. x: [n_tokens, w.cols]; y: [n_tokens, w.rows]. Each output element is one
 // thread's fixed-order dot product, so the result depends neither on the thread count nor on the
 // other tokens of the batch.

@@ -113,17 +113,20 @@ def main():
     lines = [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
     fields = {"weights", "threads", "depth", "prefill_tokens", "prefill_tok_s", "decode_tokens",
               "decode_tok_s", "bytes_per_decoded_token", "decode_gb_s", "peak_read_gb_s",
-              "roofline_fraction", "decode_product_time_fraction", "decode_product_gb_s"}
+              "roofline_fraction", "decode_product_time_fraction", "decode_product_gb_s",
+              "decode_attention_time_fraction"}
     ok = (r.returncode == 0 and len(lines) == 2 and all(set(l) == fields for l in lines) and
           [l["depth"] for l in lines] == [0, 64] and all(l["threads"] == 1 for l in lines) and
           all(l["prefill_tok_s"] > 0 and l["decode_tok_s"] > 0 and l["peak_read_gb_s"] > 0 and
-              l["roofline_fraction"] > 0 and 0 < l["decode_product_time_fraction"] <= 1 and
+              l["roofline_fraction"] > 0 and l["decode_product_time_fraction"] > 0 and
+              l["decode_attention_time_fraction"] > 0 and
+              l["decode_product_time_fraction"] + l["decode_attention_time_fraction"] <= 1 and
               l["decode_product_gb_s"] > 0 for l in lines) and
           all(abs(l["decode_gb_s"] - l["bytes_per_decoded_token"] * l["decode_tok_s"] / 1e9) <
               1e-9 * l["decode_gb_s"] for l in lines) and
           (lines[1]["bytes_per_decoded_token"] - lines[0]["bytes_per_decoded_token"]) % 64 == 0 and
           lines[1]["bytes_per_decoded_token"] > lines[0]["bytes_per_decoded_token"])
-    print(("PASS" if ok else "FAIL") + " bench --json: two depths, all fields, GB/s = bytes x tok/s, product share in (0, 1]")
+    print(("PASS" if ok else "FAIL") + " bench --json: two depths, all fields, GB/s = bytes x tok/s, product + attention shares <= 1")
     if not ok:
         print(r.stdout, r.stderr)
         failures.append("bench json")

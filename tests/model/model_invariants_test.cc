@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -172,11 +173,12 @@ TEST(ModelTest, AbsorbedMlaMatchesNaiveMla) {
   }
 }
 
-// Exec::meter (what `mlarun bench` reports as the products' share and read rate of a decode):
+// Exec::meter (what `mlarun bench` reports as the products' and attention's shares of a decode):
 // one decoded token's weight products read every matrix of the forward pass once (the routed
 // experts: num_experts_per_tok of them), i.e. the bench's weight bytes per decoded token less the
-// embedding row, which is looked up, not multiplied. Both MLA paths, dense and MoE layers, GQA.
-TEST(ModelTest, ProductMeterCountsEachWeightOncePerDecodedToken) {
+// embedding row, which is looked up, not multiplied; products and attention take part of the
+// forward pass's time, never more than all of it. Both MLA paths, dense and MoE layers, GQA.
+TEST(ModelTest, ExecMeterCountsEachWeightOncePerDecodedToken) {
   for (const char* preset : {"tiny-v2-lite", "tiny-v3", "tiny-llama-gqa"}) {
     const auto model = Model::Load(testing::MakeTestModel(preset));
     const ModelConfig& c = model->config();
@@ -189,17 +191,22 @@ TEST(ModelTest, ProductMeterCountsEachWeightOncePerDecodedToken) {
       KvCache cache(model->MakeKvLayout(DType::kF32), {.block_size = 16, .budget_bytes = 16 << 20});
       const int32_t seq = cache.AddSequence();
       std::vector<float> logits(static_cast<size_t>(c.vocab_size));
-      ProductMeter meter;
+      ExecMeter meter;
+      double seconds = 0.0;
       for (int32_t pos = 0; pos < 6; ++pos) {
         if (pos == 5) exec.meter = &meter;
         const BatchToken token{.token = 7 * pos + 3, .seq = seq, .pos = pos, .want_logits = true};
         ReserveOrThrow(cache, seq, 1);
+        const auto start = std::chrono::steady_clock::now();
         model->Forward(exec, cache, std::span<const BatchToken>(&token, 1), {.mla_path = path},
                        logits.data());
+        seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       }
-      EXPECT_EQ(meter.weight_bytes, expected) << preset;
-      EXPECT_GT(meter.batches, 0) << preset;
-      EXPECT_GT(meter.seconds, 0.0) << preset;
+      EXPECT_EQ(meter.product_weight_bytes, expected) << preset;
+      EXPECT_GT(meter.product_batches, 0) << preset;
+      EXPECT_GT(meter.product_seconds, 0.0) << preset;
+      EXPECT_GT(meter.attention_seconds, 0.0) << preset;
+      EXPECT_LE(meter.product_seconds + meter.attention_seconds, seconds) << preset;
     }
   }
 }

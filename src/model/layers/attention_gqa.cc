@@ -63,26 +63,29 @@ void GqaAttention(const LayerContext& ctx, const GqaWeights& w, const float* x, 
                            .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
   const KvRows cache_rows = ctx.cache.LayerRows(ctx.layer);
   const std::span<float> o = ctx.scratch.Alloc<float>(static_cast<size_t>(n * n_head * hd));
-  if (n * n_head_kv < ctx.exec.pool.size()) {
-    // Few (query, kv head) items (MQA decode): split the context over the threads instead.
-    for (int64_t t = 0; t < n; ++t) {
-      AttendParallel(ctx.exec, spec, cache_rows,
-                     {.q = q.data() + t * n_head * hd, .spans = ctx.spans[static_cast<size_t>(t)]},
-                     o.data() + t * n_head * hd);
+  {
+    const AttentionMeterScope attention_meter(ctx.exec);
+    if (n * n_head_kv < ctx.exec.pool.size()) {
+      // Few (query, kv head) items (MQA decode): split the context over the threads instead.
+      for (int64_t t = 0; t < n; ++t) {
+        AttendParallel(
+            ctx.exec, spec, cache_rows,
+            {.q = q.data() + t * n_head * hd, .spans = ctx.spans[static_cast<size_t>(t)]},
+            o.data() + t * n_head * hd);
+      }
+    } else {
+      ctx.exec.pool.ParallelFor(n * n_head_kv, [&](int64_t item, int) {
+        const int64_t t = item / n_head_kv;
+        const int g = static_cast<int>(item % n_head_kv);
+        Attend(ctx.exec.k, spec, cache_rows,
+               {.q = q.data() + t * n_head * hd,
+                .spans = ctx.spans[static_cast<size_t>(t)],
+                .kv_head_begin = g,
+                .kv_head_end = g + 1},
+               o.data() + t * n_head * hd);
+      });
     }
-    MatMul(ctx.exec, w.o_proj, o.data(), n, out);
-    return;
   }
-  ctx.exec.pool.ParallelFor(n * n_head_kv, [&](int64_t item, int) {
-    const int64_t t = item / n_head_kv;
-    const int g = static_cast<int>(item % n_head_kv);
-    Attend(ctx.exec.k, spec, cache_rows,
-           {.q = q.data() + t * n_head * hd,
-            .spans = ctx.spans[static_cast<size_t>(t)],
-            .kv_head_begin = g,
-            .kv_head_end = g + 1},
-           o.data() + t * n_head * hd);
-  });
   MatMul(ctx.exec, w.o_proj, o.data(), n, out);
 }
 

@@ -253,19 +253,22 @@ void MlaAttention(const LayerContext& ctx, const MlaWeights& w, const float* x, 
 
   const std::span<float> o =
       ctx.scratch.Alloc<float>(static_cast<size_t>(n * c.num_attention_heads * c.v_head_dim));
-  // The absorbed-path tokens of all sequences go together (each token sees its own spans), so a
-  // decode step of many sequences applies W_uk / W_uv in one batched product per layer.
-  std::vector<int32_t> absorbed;
-  for (const SequenceSlice& slice : ctx.sequences) {
-    if (slice.use_naive_mla && ctx.cache.window() == 0) {
-      AttendNaiveFull(ctx, w, q.data(), slice, o.data());
-    } else if (slice.use_naive_mla) {
-      AttendNaive(ctx, w, q.data(), slice, o.data());
-    } else {
-      absorbed.insert(absorbed.end(), slice.token_indices.begin(), slice.token_indices.end());
+  {
+    const AttentionMeterScope attention_meter(ctx.exec);
+    // The absorbed-path tokens of all sequences go together (each token sees its own spans), so a
+    // decode step of many sequences applies W_uk / W_uv in one batched product per layer.
+    std::vector<int32_t> absorbed;
+    for (const SequenceSlice& slice : ctx.sequences) {
+      if (slice.use_naive_mla && ctx.cache.window() == 0) {
+        AttendNaiveFull(ctx, w, q.data(), slice, o.data());
+      } else if (slice.use_naive_mla) {
+        AttendNaive(ctx, w, q.data(), slice, o.data());
+      } else {
+        absorbed.insert(absorbed.end(), slice.token_indices.begin(), slice.token_indices.end());
+      }
     }
+    if (!absorbed.empty()) AttendAbsorbed(ctx, w, q.data(), absorbed, o.data());
   }
-  if (!absorbed.empty()) AttendAbsorbed(ctx, w, q.data(), absorbed, o.data());
   MatMul(ctx.exec, w.o_proj, o.data(), n, out);
 }
 
