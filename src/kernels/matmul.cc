@@ -15,6 +15,10 @@ namespace mlarun {
 
 int64_t WeightBytes(const WeightMatrix& w, int64_t row_begin, int64_t row_end) {
   if (w.empty() || row_end <= row_begin) return 0;
+  if (w.dtype == DType::kI8) {
+    const int64_t padded = Q8PaddedCols(w.cols);
+    return (row_end - row_begin) * (padded + padded / kQ8Block * int64_t{sizeof(uint16_t)});
+  }
   int64_t bytes = (row_end - row_begin) * w.cols * static_cast<int64_t>(DTypeSize(w.dtype));
   if (w.block_scale != nullptr) {
     const int64_t block_rows = (row_end - 1) / w.block_rows - row_begin / w.block_rows + 1;

@@ -55,8 +55,9 @@ struct WeightMatrix {
 };
 
 // Bytes of `w` that a product over its rows [row_begin, row_end) reads: the values, plus the FP8
-// block scales of the row blocks it touches (Q8's float16 scales, 1/16 of the values, are not
-// counted: the same figure as the bytes per decoded token of `mlarun bench`).
+// block scales of the row blocks it touches; Q8 (kI8): the values padded to Q8PaddedCols and a
+// float16 scale per block of 32, 34 bytes per 32 weights as in GGUF's Q8_0. `mlarun bench`'s
+// bytes per decoded token add these up.
 int64_t WeightBytes(const WeightMatrix& w, int64_t row_begin, int64_t row_end);
 
 // Computes y = x W^T. x: [n_tokens, w.cols]; y: [n_tokens, w.rows]. Each output element is one

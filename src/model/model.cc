@@ -166,9 +166,8 @@ int64_t MlpBytes(const MlpWeights& w) {
 
 int64_t Model::WeightBytesPerDecodedToken() const {
   const ModelConfig& c = config_;
-  int64_t bytes = MatrixBytes(weights_.lm_head) +
-                  static_cast<int64_t>(c.hidden_size) *
-                      static_cast<int64_t>(DTypeSize(weights_.embed_tokens.dtype));
+  // The lm_head and the embedding row of the token (looked up, not multiplied).
+  int64_t bytes = MatrixBytes(weights_.lm_head) + WeightBytes(weights_.embed_tokens, 0, 1);
   for (size_t i = 0; i < weights_.layers.size(); ++i) {
     const LayerWeights& l = weights_.layers[i];
     for (const WeightMatrix* m :

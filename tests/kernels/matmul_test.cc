@@ -65,6 +65,34 @@ TEST(MatMulTest, AllDtypesMatchDecodedProduct) {
   }
 }
 
+// The bytes a product reads (what `mlarun bench` divides by time), hand-computed per format.
+TEST(MatMulTest, WeightBytesCountValuesAndScales) {
+  const WeightMatrix bf16{.dtype = DType::kBF16, .rows = 3, .cols = 5};
+  const uint16_t dummy = 0;
+  WeightMatrix with_data = bf16;
+  with_data.data = &dummy;
+  EXPECT_EQ(WeightBytes(bf16, 0, 3), 0);  // an empty matrix reads nothing
+  EXPECT_EQ(WeightBytes(with_data, 1, 3), 2 * 5 * 2);
+  EXPECT_EQ(WeightBytes(with_data, 2, 2), 0);
+  // Q8: 2,048 columns are 64 blocks of 32 values plus a 2-byte scale each (34 per 32, Q8_0's).
+  const WeightMatrix q8{.dtype = DType::kI8, .rows = 16, .cols = 2048, .data = &dummy};
+  EXPECT_EQ(WeightBytes(q8, 0, 16), 16 * 2048 * 34 / 32);
+  // 100 columns are padded to 128 (Q8PaddedCols): 128 values and 4 scales per row.
+  const WeightMatrix q8_narrow{.dtype = DType::kI8, .rows = 40, .cols = 100, .data = &dummy};
+  EXPECT_EQ(WeightBytes(q8_narrow, 5, 8), 3 * (128 + 4 * 2));
+  // FP8 with 128 x 128 block scales: rows [100, 200) touch scale rows 0 and 1, 2 column blocks.
+  const float scale = 1.0f;
+  const WeightMatrix fp8{.dtype = DType::kF8E4M3,
+                         .rows = 300,
+                         .cols = 256,
+                         .data = &dummy,
+                         .block_scale = &scale,
+                         .block_rows = 128,
+                         .block_cols = 128};
+  EXPECT_EQ(WeightBytes(fp8, 100, 200), 100 * 256 + 2 * 2 * 4);
+  EXPECT_EQ(WeightBytes(fp8, 0, 300), 300 * 256 + 3 * 2 * 4);
+}
+
 TEST(MatMulTest, ResultIndependentOfThreadCount) {
   const int64_t rows = 100, cols = 64, n = 5;
   Rng rng(9);
