@@ -180,9 +180,8 @@ void MatMulRowsQ8(const WeightMatrix& w, int64_t row_begin, int64_t row_end, con
 // The same products (bitwise: prefetches change no value), but single-token products (decode)
 // leave their streams to the hardware prefetchers: the AVX-512 table's choice on AMD CPUs
 // (kernels_avx512.cc).
-void MatMulRowsQ8HardwarePrefetchOneToken(const WeightMatrix& w, int64_t row_begin,
-                                          int64_t row_end, const Q8Activations& x, float* y,
-                                          int64_t ldy) {
+void MatMulRowsQ8HardwarePrefetchOneToken(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
+                                          const Q8Activations& x, float* y, int64_t ldy) {
   if (x.n_tokens == 1) {
     MatMulRowsQ8With<Q8Prefetch::kNone>(w, row_begin, row_end, x, y, ldy);
   } else {
