@@ -203,7 +203,8 @@ void PairForm(Exec& exec, const float* x, int64_t n_tokens, int64_t cols, float*
 
 void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs) {
   // The meter's time includes preparing the inputs (bf16 rounding, Q8 quantisation).
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = exec.meter != nullptr ? std::chrono::steady_clock::now()
+                                           : std::chrono::steady_clock::time_point{};
   // The caller's buffers, read by the workers through these references (a thread_local named
   // inside the worker lambda would be each worker's own, empty instance).
   thread_local std::vector<PreparedInput> inputs_buffer;
