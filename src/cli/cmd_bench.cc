@@ -25,18 +25,15 @@ struct BenchArgs {
   bool json = false;
 };
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-// The index of the median of `v` (non-empty): the element Median(v) returns.
+// The index of the median of `v` (non-empty; the upper one of an even count).
 size_t MedianIndex(const std::vector<double>& v) {
   std::vector<size_t> order(v.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
   return order[order.size() / 2];
 }
+
+double Median(const std::vector<double>& v) { return v.empty() ? 0.0 : v[MedianIndex(v)]; }
 
 double Seconds(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
