@@ -1,6 +1,10 @@
-// Attention core microbenchmark: one absorbed-MLA decode query (16 heads, 576/512) over a bf16
-// latent cache of `depth` rows (args: depth, evict, threads: 1 runs Attend, more AttendParallel on
-// a pool of that many, as decode does); reports GB/s of cache rows streamed.
+// Attention core microbenchmarks. BM_AbsorbedMlaDecode: one absorbed-MLA decode query (16 heads,
+// 576/512) over a bf16 or int8 latent cache of `depth` rows (args: depth, evict, threads: 1 runs
+// Attend, more AttendParallel on a pool of that many, as decode does, int8); reports GB/s of cache
+// rows streamed and GFLOP/s (2 x heads x rows x (576 + 512) per call: the scores and P V).
+// BM_AttentionTileI8: the two int8-row kernels alone on one core, over a 256-row tile in L2, to
+// compare each with the core's VNNI issue rate. BM_IssueRate: that rate, from a register-only
+// loop of 24 independent 512-bit instructions (no loads), the ceiling of compute-bound kernels.
 #include <benchmark/benchmark.h>
 
 #include <vector>
@@ -80,6 +84,73 @@ void BM_AbsorbedMlaDecode(benchmark::State& state, Isa isa) {
       benchmark::Counter(static_cast<double>(depth) * static_cast<double>(f.RowBytes()) *
                              static_cast<double>(state.iterations()) / 1e9,
                          benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * spec.n_head_q * static_cast<double>(depth) *
+                                                     (spec.head_dim_qk + spec.head_dim_v) *
+                                                     static_cast<double>(state.iterations()) / 1e9,
+                                                 benchmark::Counter::kIsRate);
+}
+
+// One 256-row tile of absorbed-MLA decode over int8 rows, 16 heads, in L2 (args: part: 0 the
+// scores, dot_rows_i8, 576 values per row with the 64-value bf16 tail; 1 P V, pv_accumulate_i8,
+// 512 values). GFLOP/s counts 2 per multiply-add; "VNNI/ns" the 512-bit VNNI (or vdpbf16ps)
+// instructions the work needs at full vector use (scores: 64 int8 or 32 bf16 multiply-adds each,
+// P V: 32 int16 ones), per second, to set against the core's issue rate (BM_IssueRate).
+void BM_AttentionTileI8(benchmark::State& state) {
+  const KernelTable& k = GetKernelTable(Isa::kAvx512Bf16);
+  if (!IsaSupported(Isa::kAvx512Bf16) || k.dot_rows_i8 == nullptr) {
+    state.SkipWithError("no int8-row attention kernels on this CPU");
+    return;
+  }
+  constexpr int kRows = kAttentionTileRows;
+  constexpr int kHeads = 16;
+  const KvRowFormat f{.dtype = DType::kI8,
+                      .n_head_kv = 1,
+                      .head_dim_k = 576,
+                      .head_dim_v = 512,
+                      .v_aliases_k = true,
+                      .rope_tail_dim = 64};
+  const AttentionSpec spec{.n_head_q = kHeads,
+                           .n_head_kv = 1,
+                           .head_dim_qk = 576,
+                           .head_dim_v = 512,
+                           .v_aliases_k = true,
+                           .scale = 0.1f};
+  std::vector<uint8_t> storage(static_cast<size_t>(kRows) * f.RowBytes());
+  std::vector<const uint8_t*> rows(kRows);
+  Rng rng(3);
+  std::vector<float> row(576);
+  for (int r = 0; r < kRows; ++r) {
+    for (float& v : row) v = rng.NextSymmetric();
+    rows[static_cast<size_t>(r)] = storage.data() + static_cast<size_t>(r) * f.RowBytes();
+    EncodeKvRow(f, row.data(), storage.data() + static_cast<size_t>(r) * f.RowBytes());
+  }
+  std::vector<float> q(size_t{kHeads} * 576);
+  for (float& v : q) v = rng.NextSymmetric();
+  I8QueryBuffer query;
+  PrepareI8Query(k, spec, f, q.data(), &query);
+  std::vector<float> scores(static_cast<size_t>(kHeads) * kRows);
+  for (float& p : scores) p = 0.5f + 0.5f * rng.NextSymmetric();  // probabilities in [0, 1]
+  std::vector<float> acc(static_cast<size_t>(kHeads) * 512, 0.0f);
+  const bool pv = state.range(0) != 0;
+  const int body = f.head_dim_k - f.rope_tail_dim;
+  for (auto _ : state) {
+    if (pv) {
+      k.pv_accumulate_i8(scores.data(), kRows, kHeads, kRows, rows.data(), body, f.quant_group, 512,
+                         acc.data());
+      benchmark::DoNotOptimize(acc.data());
+    } else {
+      k.dot_rows_i8(rows.data(), kRows, query.view, scores.data(), kRows);
+      benchmark::DoNotOptimize(scores.data());
+    }
+  }
+  const double calls = static_cast<double>(state.iterations());
+  const double macs = double{kHeads} * kRows * (pv ? 512 : 576);
+  const double instructions =
+      pv ? macs / 32 : double{kHeads} * kRows * (body / 64.0 + f.rope_tail_dim / 32.0);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * macs * calls / 1e9, benchmark::Counter::kIsRate);
+  state.counters["G_VNNI"] =
+      benchmark::Counter(instructions * calls / 1e9, benchmark::Counter::kIsRate);
 }
 
 BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, scalar, Isa::kScalar)->Args({4096, 0, 1, 0})->UseRealTime();
@@ -112,6 +183,75 @@ BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx512bf16, Isa::kAvx512Bf16)
     ->Args({4096, 0, 2, 1})
     ->Args({4096, 1, 2, 1})
     ->UseRealTime();
+BENCHMARK(BM_AttentionTileI8)->ArgName("pv")->Arg(0)->Arg(1);
+
+// 24 independent accumulators zmm0..zmm23, operands zmm30 and zmm31 (zeroed first, so float
+// results stay 0 and no denormal slows the FMA); `op` is the instruction's AT&T mnemonic.
+#define MLARUN_ISSUE_1(op, acc) op " %%zmm31, %%zmm30, %%zmm" #acc "\n\t"
+#define MLARUN_ISSUE_8(op, a, b, c, d, e, f, g, h)                                        \
+  MLARUN_ISSUE_1(op, a)                                                                   \
+  MLARUN_ISSUE_1(op, b) MLARUN_ISSUE_1(op, c) MLARUN_ISSUE_1(op, d) MLARUN_ISSUE_1(op, e) \
+      MLARUN_ISSUE_1(op, f) MLARUN_ISSUE_1(op, g) MLARUN_ISSUE_1(op, h)
+#define MLARUN_ISSUE_24(op)                        \
+  MLARUN_ISSUE_8(op, 0, 1, 2, 3, 4, 5, 6, 7)       \
+  MLARUN_ISSUE_8(op, 8, 9, 10, 11, 12, 13, 14, 15) \
+      MLARUN_ISSUE_8(op, 16, 17, 18, 19, 20, 21, 22, 23)
+
+#define MLARUN_ISSUE_LOOP(op)                                                                  \
+  __asm__ volatile("vpxord %%zmm30, %%zmm30, %%zmm30\n\tvpxord %%zmm31, %%zmm31, %%zmm31\n\t"  \
+                   :                                                                           \
+                   :                                                                           \
+                   : "xmm30", "xmm31");                                                        \
+  for (int64_t i = 0; i < n; ++i) {                                                            \
+    __asm__ volatile(MLARUN_ISSUE_24(op)                                                       \
+                     :                                                                         \
+                     :                                                                         \
+                     : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", \
+                       "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16",  \
+                       "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23");         \
+  }
+
+// Runs n x 24 instructions of kind `op` (0 vfmadd231ps, 1 vdpbf16ps, 2 vpdpbusd, 3 vpdpwssd).
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16"))) void IssueLoop(
+    int op, int64_t n) {
+  switch (op) {
+    case 0:
+      MLARUN_ISSUE_LOOP("vfmadd231ps")
+      break;
+    case 1:
+      MLARUN_ISSUE_LOOP("vdpbf16ps")
+      break;
+    case 2:
+      MLARUN_ISSUE_LOOP("vpdpbusd")
+      break;
+    default:
+      MLARUN_ISSUE_LOOP("vpdpwssd")
+      break;
+  }
+}
+
+#undef MLARUN_ISSUE_LOOP
+#undef MLARUN_ISSUE_24
+#undef MLARUN_ISSUE_8
+#undef MLARUN_ISSUE_1
+
+// args: op as in IssueLoop. Reports G instructions per second per core and the multiply-adds they
+// do as GFLOP/s (2 per multiply-add: 16 per FMA, 32 per vdpbf16ps or vpdpwssd, 64 per vpdpbusd).
+void BM_IssueRate(benchmark::State& state) {
+  if (!IsaSupported(Isa::kAvx512Bf16)) {
+    state.SkipWithError("needs AVX512-BF16 (and VNNI)");
+    return;
+  }
+  const int op = static_cast<int>(state.range(0));
+  constexpr int64_t kLoops = 10000;
+  for (auto _ : state) IssueLoop(op, kLoops);
+  const double instructions = 24.0 * kLoops * static_cast<double>(state.iterations());
+  const double macs_each = op == 0 ? 16 : op == 2 ? 64 : 32;
+  state.counters["G_instr"] = benchmark::Counter(instructions / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * macs_each * instructions / 1e9, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_IssueRate)->ArgName("op")->DenseRange(0, 3);
 
 }  // namespace
 }  // namespace mlarun
