@@ -55,10 +55,11 @@ void PrepareI8Query(const KernelTable& k, const AttentionSpec& spec, const KvRow
       out->scales[at] = scale;
       out->offsets[at] = -128 * sum;
     }
-    for (int c = 0; c < body; c += 4) {
-      std::memcpy(
-          &out->body[(hb * static_cast<size_t>(body / 4) + static_cast<size_t>(c / 4)) * 16 + lane],
-          values.data() + c, 4);
+    for (int c = 0; c < body; c += 4) {  // I8Query's body layout (kernel_table.h)
+      const size_t word =
+          ((hb * static_cast<size_t>(body / 8) + static_cast<size_t>(c / 8)) * 2 + lane / 8) * 16 +
+          2 * (lane % 8) + static_cast<size_t>(c / 4 % 2);
+      std::memcpy(&out->body[word], values.data() + c, 4);
     }
     for (int c = 0; c < tail; c += 2) {
       out->tail[(hb * static_cast<size_t>(tail / 2) + static_cast<size_t>(c / 2)) * 16 + lane] =

@@ -73,7 +73,12 @@ double PreparedQuery(const I8Query& q, int h, int c) {
     const uint32_t pair = q.tail[(hb * static_cast<size_t>(q.tail_dim / 2) + t / 2) * 16 + lane];
     return BF16ToF32(static_cast<uint16_t>(t % 2 == 0 ? pair & 0xffffu : pair >> 16));
   }
-  const int32_t word = q.body[(hb * static_cast<size_t>(q.body_dim / 4) + c / 4) * 16 + lane];
+  // I8Query's body layout (kernel_table.h): two 16-word vectors per pair of quads, heads 0-7 and
+  // 8-15 of the block, two words per head.
+  const size_t pair_of_quads =
+      hb * static_cast<size_t>(q.body_dim / 8) + static_cast<size_t>(c / 8);
+  const int32_t word =
+      q.body[(pair_of_quads * 2 + lane / 8) * 16 + 2 * (lane % 8) + static_cast<size_t>(c / 4 % 2)];
   const auto v = static_cast<int8_t>(static_cast<uint32_t>(word) >> (8 * (c % 4)));
   const int n_groups = q.body_dim / q.quant_group;
   return v * static_cast<double>(
