@@ -187,6 +187,8 @@ int RunBench(const BenchArgs& args) {
     const double attention_share = run.attention_shares[median_round];
     if (args.json) {
       const nlohmann::json line = {{"weights", weights},
+                                   {"kv_dtype", args.kv_dtype},
+                                   {"isa", std::string(IsaName(exec.k.isa))},
                                    {"threads", pool.size()},
                                    {"depth", run.depth},
                                    {"prefill_tokens", args.prompt},

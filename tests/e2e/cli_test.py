@@ -9,6 +9,10 @@ import subprocess
 import sys
 
 
+# The kernel tables' names (IsaName, src/kernels/isa.cc).
+ISAS = {"scalar", "avx2", "avx512", "avx512-bf16", "amx"}
+
+
 def run(cmd):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
@@ -111,12 +115,14 @@ def main():
     r = run([bin_, "bench", "--model", model, "-t", "1", "--depth", "0,64", "-p", "8", "-n", "4",
              "--repeats", "2", "--json"])
     lines = [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
-    fields = {"weights", "threads", "depth", "prefill_tokens", "prefill_tok_s", "decode_tokens",
+    fields = {"weights", "kv_dtype", "isa", "threads", "depth", "prefill_tokens", "prefill_tok_s",
+              "decode_tokens",
               "decode_tok_s", "bytes_per_decoded_token", "decode_gb_s", "peak_read_gb_s",
               "roofline_fraction", "decode_product_time_fraction", "decode_product_gb_s",
               "decode_attention_time_fraction"}
     ok = (r.returncode == 0 and len(lines) == 2 and all(set(l) == fields for l in lines) and
           [l["depth"] for l in lines] == [0, 64] and all(l["threads"] == 1 for l in lines) and
+          all(l["kv_dtype"] == "bf16" and l["isa"] in ISAS for l in lines) and
           all(l["prefill_tok_s"] > 0 and l["decode_tok_s"] > 0 and l["peak_read_gb_s"] > 0 and
               l["roofline_fraction"] > 0 and l["decode_product_time_fraction"] > 0 and
               l["decode_attention_time_fraction"] > 0 and
@@ -130,6 +136,17 @@ def main():
     if not ok:
         print(r.stdout, r.stderr)
         failures.append("bench json")
+    # The setup fields follow the options; an int8 cache adds fewer bytes per context row.
+    r8 = run([bin_, "bench", "--model", model, "-t", "1", "--depth", "0,64", "-p", "8", "-n", "4",
+              "--repeats", "1", "--kv-dtype", "int8", "--isa", "scalar", "--json"])
+    lines8 = [json.loads(l) for l in r8.stdout.splitlines() if l.strip()]
+    ok = (r8.returncode == 0 and len(lines8) == 2 and len(lines) == 2 and
+          all(l["kv_dtype"] == "int8" and l["isa"] == "scalar" for l in lines8) and
+          0 < (lines8[1]["bytes_per_decoded_token"] - lines8[0]["bytes_per_decoded_token"]) <
+          (lines[1]["bytes_per_decoded_token"] - lines[0]["bytes_per_decoded_token"]))
+    print(("PASS" if ok else "FAIL") + " bench --json names kv_dtype and isa; int8 cache rows add fewer bytes")
+    if not ok:
+        failures.append("bench --json kv_dtype")
     expect_error("bench repeats 0", [bin_, "bench", "--model", model, "--repeats", "0"], "--repeats")
     # Checked before a depth is filled (filling it would run for minutes first).
     expect_error("bench past the context", [bin_, "bench", "--model", model, "--depth", "0,99999999"],
