@@ -16,6 +16,37 @@
 namespace mlarun {
 namespace {
 
+// The absorbed-MLA decode of DeepSeek-V2(-Lite) shapes: cache rows of the 512-value latent and
+// the 64-value RoPE key, 16 query heads attending over them (576 / 512).
+KvRowFormat MlaLatentRows(DType dtype) {
+  return {.dtype = dtype,
+          .n_head_kv = 1,
+          .head_dim_k = 576,
+          .head_dim_v = 512,
+          .v_aliases_k = true,
+          .rope_tail_dim = 64};
+}
+
+AttentionSpec MlaDecodeSpec() {
+  return {.n_head_q = 16,
+          .n_head_kv = 1,
+          .head_dim_qk = 576,
+          .head_dim_v = 512,
+          .v_aliases_k = true,
+          .scale = 0.1f};
+}
+
+// n_rows rows of `f` from values uniform in [-1, 1].
+std::vector<uint8_t> RandomRows(const KvRowFormat& f, int64_t n_rows, Rng& rng) {
+  std::vector<uint8_t> storage(static_cast<size_t>(n_rows) * f.RowBytes());
+  std::vector<float> row(static_cast<size_t>(f.ValuesPerRow()));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (float& v : row) v = rng.NextSymmetric();
+    EncodeKvRow(f, row.data(), storage.data() + static_cast<size_t>(r) * f.RowBytes());
+  }
+  return storage;
+}
+
 void BM_AbsorbedMlaDecode(benchmark::State& state, Isa isa) {
   if (!IsaSupported(isa)) {
     state.SkipWithError("ISA not supported on this CPU");
@@ -23,27 +54,12 @@ void BM_AbsorbedMlaDecode(benchmark::State& state, Isa isa) {
   }
   const int64_t depth = state.range(0);
   // range(3) = 1: int8 rows (656 bytes instead of 1,152; the VNNI kernels with --isa fast).
-  const KvRowFormat f{.dtype = state.range(3) != 0 ? DType::kI8 : DType::kBF16,
-                      .n_head_kv = 1,
-                      .head_dim_k = 576,
-                      .head_dim_v = 512,
-                      .v_aliases_k = true,
-                      .rope_tail_dim = 64};
-  const AttentionSpec spec{.n_head_q = 16,
-                           .n_head_kv = 1,
-                           .head_dim_qk = 576,
-                           .head_dim_v = 512,
-                           .v_aliases_k = true,
-                           .scale = 0.1f};
+  const KvRowFormat f = MlaLatentRows(state.range(3) != 0 ? DType::kI8 : DType::kBF16);
+  const AttentionSpec spec = MlaDecodeSpec();
   constexpr int kBlock = 64;
   const int64_t n_blocks = (depth + kBlock - 1) / kBlock;
-  std::vector<uint8_t> storage(static_cast<size_t>(n_blocks * kBlock) * f.RowBytes());
   Rng rng(2);
-  std::vector<float> row(576);
-  for (int64_t r = 0; r < n_blocks * kBlock; ++r) {
-    for (float& v : row) v = rng.NextSymmetric();
-    EncodeKvRow(f, row.data(), storage.data() + static_cast<size_t>(r) * f.RowBytes());
-  }
+  const std::vector<uint8_t> storage = RandomRows(f, n_blocks * kBlock, rng);
   std::vector<KvSpan> spans;
   for (int64_t b = 0; b < n_blocks; ++b) {
     spans.push_back(
@@ -102,28 +118,14 @@ void BM_AttentionTileI8(benchmark::State& state) {
     return;
   }
   constexpr int kRows = kAttentionTileRows;
-  constexpr int kHeads = 16;
-  const KvRowFormat f{.dtype = DType::kI8,
-                      .n_head_kv = 1,
-                      .head_dim_k = 576,
-                      .head_dim_v = 512,
-                      .v_aliases_k = true,
-                      .rope_tail_dim = 64};
-  const AttentionSpec spec{.n_head_q = kHeads,
-                           .n_head_kv = 1,
-                           .head_dim_qk = 576,
-                           .head_dim_v = 512,
-                           .v_aliases_k = true,
-                           .scale = 0.1f};
-  std::vector<uint8_t> storage(static_cast<size_t>(kRows) * f.RowBytes());
-  std::vector<const uint8_t*> rows(kRows);
+  const KvRowFormat f = MlaLatentRows(DType::kI8);
+  const AttentionSpec spec = MlaDecodeSpec();
+  constexpr int kHeads = 16;  // spec.n_head_q
   Rng rng(3);
-  std::vector<float> row(576);
-  for (int r = 0; r < kRows; ++r) {
-    for (float& v : row) v = rng.NextSymmetric();
+  const std::vector<uint8_t> storage = RandomRows(f, kRows, rng);
+  std::vector<const uint8_t*> rows(kRows);
+  for (int r = 0; r < kRows; ++r)
     rows[static_cast<size_t>(r)] = storage.data() + static_cast<size_t>(r) * f.RowBytes();
-    EncodeKvRow(f, row.data(), storage.data() + static_cast<size_t>(r) * f.RowBytes());
-  }
   std::vector<float> q(size_t{kHeads} * 576);
   for (float& v : q) v = rng.NextSymmetric();
   I8QueryBuffer query;
@@ -190,12 +192,13 @@ BENCHMARK(BM_AttentionTileI8)->ArgName("pv")->Arg(0)->Arg(1);
 #define MLARUN_ISSUE_1(op, acc) op " %%zmm31, %%zmm30, %%zmm" #acc "\n\t"
 #define MLARUN_ISSUE_8(op, a, b, c, d, e, f, g, h)                                        \
   MLARUN_ISSUE_1(op, a)                                                                   \
-  MLARUN_ISSUE_1(op, b) MLARUN_ISSUE_1(op, c) MLARUN_ISSUE_1(op, d) MLARUN_ISSUE_1(op, e) \
-      MLARUN_ISSUE_1(op, f) MLARUN_ISSUE_1(op, g) MLARUN_ISSUE_1(op, h)
+  MLARUN_ISSUE_1(op, b)                                                                   \
+  MLARUN_ISSUE_1(op, c) MLARUN_ISSUE_1(op, d) MLARUN_ISSUE_1(op, e) MLARUN_ISSUE_1(op, f) \
+      MLARUN_ISSUE_1(op, g) MLARUN_ISSUE_1(op, h)
 #define MLARUN_ISSUE_24(op)                        \
   MLARUN_ISSUE_8(op, 0, 1, 2, 3, 4, 5, 6, 7)       \
   MLARUN_ISSUE_8(op, 8, 9, 10, 11, 12, 13, 14, 15) \
-      MLARUN_ISSUE_8(op, 16, 17, 18, 19, 20, 21, 22, 23)
+  MLARUN_ISSUE_8(op, 16, 17, 18, 19, 20, 21, 22, 23)
 
 #define MLARUN_ISSUE_LOOP(op)                                                                  \
   __asm__ volatile("vpxord %%zmm30, %%zmm30, %%zmm30\n\tvpxord %%zmm31, %%zmm31, %%zmm31\n\t"  \
