@@ -82,17 +82,26 @@ WeightMatrix GetMatrix(DType dtype, int64_t rows) {
   return m;
 }
 
-void BM_MatMul(benchmark::State& state, Isa isa, DType dtype,
-               Layout16 layout = Layout16::kRowMajor) {
+// q8_tiles: KernelTable::matmul_rows_q8_tiles in matmul_rows_q8's place.
+void BM_MatMul(benchmark::State& state, Isa isa, DType dtype, Layout16 layout = Layout16::kRowMajor,
+               bool q8_tiles = false) {
   if (!IsaSupported(isa)) {
     state.SkipWithError("ISA not supported on this CPU");
     return;
+  }
+  KernelTable table = GetKernelTable(isa);
+  if (q8_tiles) {
+    if (table.matmul_rows_q8_tiles == nullptr) {
+      state.SkipWithError("no AMX-INT8 on this CPU");
+      return;
+    }
+    table.matmul_rows_q8 = table.matmul_rows_q8_tiles;
   }
   const int64_t rows = state.range(0);
   const int64_t cols = kCols;
   const int64_t n_tokens = state.range(1);
   ThreadPool pool(static_cast<int>(state.range(2)));
-  Exec exec{pool, GetKernelTable(isa)};
+  Exec exec{pool, table};
   WeightMatrix w = GetMatrix(dtype, rows);
   // Packed bf16 or f16: the same random words read as 16-row groups (rows are multiples of 16).
   w.layout16 = layout;
@@ -160,6 +169,9 @@ BENCHMARK_CAPTURE(BM_MatMul, avx512_fp8, Isa::kAvx512, DType::kF8E4M3)->Apply(Sh
 BENCHMARK_CAPTURE(BM_MatMul, scalar_q8, Isa::kScalar, DType::kI8)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx2_q8, Isa::kAvx2, DType::kI8)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx512_q8, Isa::kAvx512, DType::kI8)->Apply(Shapes);
+// AMX-INT8 tiles from 16 tokens (below: the VNNI kernel), where the CPU has them.
+BENCHMARK_CAPTURE(BM_MatMul, amx_q8, Isa::kAmx, DType::kI8, Layout16::kRowMajor, true)
+    ->Apply(Shapes);
 
 // The weight products of one int8 decode step of the bench model (DeepSeek-V2-Lite shapes, 4
 // layers: 1 dense + 3 MoE with 6 routed and 2 shared experts; lm_head 102,400 rows), as the

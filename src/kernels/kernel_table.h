@@ -83,6 +83,14 @@ struct KernelTable {
   void (*matmul_rows_bf16_tiles)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
                                  const uint16_t* x_tiles, int64_t n_tokens, float* y, int64_t ldy);
   int64_t bf16_tiles_min_tokens = 0;
+  // Optional (AMX-INT8 only): matmul_rows_q8 on AMX-INT8 tiles for 16 tokens or more (fewer: the
+  // VNNI kernel), bitwise the same results (cpu/amx_packed_q8.h). MatMul does not call it: its
+  // first form ran at half the VNNI kernel's rate on an Emerald Rapids VM (2026-12-04,
+  // docs/performance.md); the form here, restructured after that measurement, is tested on the
+  // model of the tiles but was not timed on AMX. `kernels_bench --benchmark_filter=MatMul/amx_q8`
+  // times it in matmul_rows_q8's place: install it there where it wins.
+  void (*matmul_rows_q8_tiles)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
+                               const Q8Activations& x, float* y, int64_t ldy);
   // c[i, j] = sum_kk a[i, kk] b[kk, j] for i < m, j < n (row-major, leading dimensions lda, ldb,
   // ldc); each element is one fused multiply-add chain over kk in order from 0, so every ISA
   // gives bitwise the scalar result.
@@ -233,8 +241,8 @@ const KernelTable& Avx2KernelTable();
 const KernelTable& Avx512KernelTable();
 const KernelTable& Avx512Bf16KernelTable();
 const KernelTable& AmxKernelTable();
-// Puts the AMX kernels (tile products of packed bf16 weights for batches of 16+ tokens, and the
-// bf16 pair GEMM) into `t`.
+// Puts the AMX kernels (tile products of packed bf16 weights for batches of 16+ tokens, the bf16
+// pair GEMM and, with AMX-INT8, matmul_rows_q8_tiles) into `t`.
 void InstallAmxKernels(KernelTable* t);
 // Multiply-adds per second of vdpbf16ps over 512-bit f32 FMAs on this core, timed in register
 // loops (cpu/bf16_dot_rate.cc; call only where AVX512-BF16 is supported).

@@ -1,8 +1,8 @@
 // A software model of the AMX tile unit (kernels/cpu/amx_tiles.h's interface) for testing the
 // tile kernels on any CPU. It follows the ISA reference's definitions of LDTILECFG, TILELOADD,
-// TILESTORED, TILEZERO and TDPBF16PS (Intel Architecture Instruction Set Extensions Programming
-// Reference, ch. 3) and throws std::logic_error on any configuration or operand shape the
-// hardware faults on (#UD), and on any use of an unconfigured tile. Its TDPBF16PS sums in the
+// TILESTORED, TILEZERO, TDPBF16PS and TDPBSUD (Intel Architecture Instruction Set Extensions
+// Programming Reference, ch. 3) and throws std::logic_error on any configuration or operand shape
+// the hardware faults on (#UD), and on any use of an unconfigured tile. Its TDPBF16PS sums in the
 // reference's order (for each k pair: low product, then high), which real tiles do not follow
 // bit for bit.
 #pragma once
@@ -50,8 +50,8 @@ class EmulatedTiles {
     Check(acc);
     data_[acc].fill(0u);
   }
-  void LoadAcc(int acc, const float* p, int64_t stride) { Load(acc, p, stride); }
-  void StoreAcc(int acc, float* p, int64_t stride) {
+  void LoadAcc(int acc, const void* p, int64_t stride) { Load(acc, p, stride); }
+  void StoreAcc(int acc, void* p, int64_t stride) {
     Check(acc);
     for (int r = 0; r < rows_[acc]; ++r) {
       std::memcpy(reinterpret_cast<char*>(p) + r * stride, &data_[acc][size_t{16} * r],
@@ -65,12 +65,7 @@ class EmulatedTiles {
   // denormals flushed).
   void Dot(int acc) {
     const int a = 4 + acc / 2, b = 6 + acc % 2;
-    Check(acc);
-    Check(a);
-    Check(b);
-    Require(colsb_[a] / 4 == rows_[b], "A.colsb / 4 != B.rows");
-    Require(rows_[acc] == rows_[a], "C.rows != A.rows");
-    Require(colsb_[acc] == colsb_[b], "C.colsb != B.colsb");
+    CheckDot(acc);
     for (int m = 0; m < rows_[acc]; ++m) {
       for (int k = 0; k < colsb_[a] / 4; ++k) {
         const uint32_t wa = data_[a][m * 16 + k];
@@ -85,8 +80,38 @@ class EmulatedTiles {
       }
     }
   }
+  // TDPBSUD acc, tile 4 + acc / 2, tile 6 + acc % 2: for each row m, column n and k, the int32
+  // c += sum over i < 4 of int8 a.byte[4k + i] * uint8 b.byte[4n + i] (wrapping, as the tiles).
+  void DotI8(int acc) {
+    const int a = 4 + acc / 2, b = 6 + acc % 2;
+    CheckDot(acc);
+    for (int m = 0; m < rows_[acc]; ++m) {
+      for (int k = 0; k < colsb_[a] / 4; ++k) {
+        const uint32_t wa = data_[a][m * 16 + k];
+        for (int n = 0; n < colsb_[acc] / 4; ++n) {
+          const uint32_t wb = data_[b][k * 16 + n];
+          uint32_t c = data_[acc][m * 16 + n];
+          for (int i = 0; i < 4; ++i) {
+            const auto sa = static_cast<int8_t>(static_cast<uint8_t>(wa >> (8 * i)));
+            const auto ub = static_cast<uint8_t>(wb >> (8 * i));
+            c += static_cast<uint32_t>(int32_t{sa} * int32_t{ub});
+          }
+          data_[acc][m * 16 + n] = c;
+        }
+      }
+    }
+  }
 
  private:
+  void CheckDot(int acc) const {
+    const int a = 4 + acc / 2, b = 6 + acc % 2;
+    Check(acc);
+    Check(a);
+    Check(b);
+    Require(colsb_[a] / 4 == rows_[b], "A.colsb / 4 != B.rows");
+    Require(rows_[acc] == rows_[a], "C.rows != A.rows");
+    Require(colsb_[acc] == colsb_[b], "C.colsb != B.colsb");
+  }
   static void Require(bool ok, const std::string& what) {
     if (!ok) throw std::logic_error("AMX fault: " + what);
   }

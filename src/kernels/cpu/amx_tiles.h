@@ -1,4 +1,5 @@
-// The AMX tile unit as the tile kernels (amx_pair_gemm.h, amx_packed_matmul.h) use it: the
+// The AMX tile unit as the tile kernels (amx_pair_gemm.h, amx_packed_matmul.h, amx_packed_q8.h)
+// use it: the
 // LDTILECFG operand and a fixed assignment of the 8 tile registers. The kernels are templates on
 // a `Tiles` type with these operations, so that they run on the hardware (kernels_amx.cc) and,
 // in tests, on a software model that checks every configuration and operand shape
@@ -6,15 +7,18 @@
 //   Configure(const TileConfig&)           LDTILECFG (zeroes every tile)
 //   Release()                              TILERELEASE
 //   ZeroAcc(acc)                           TILEZERO of accumulator acc (tile acc, 0..3)
-//   LoadAcc(acc, const float*, stride)     TILELOADD of accumulator acc (stride in bytes)
-//   StoreAcc(acc, float*, stride)          TILESTORED of accumulator acc
+//   LoadAcc(acc, const void*, stride)      TILELOADD of accumulator acc (stride in bytes)
+//   StoreAcc(acc, void*, stride)           TILESTORED of accumulator acc
 //   LoadA(half, const void*, stride)       TILELOADD of tile 4 + half (A: row half `half`)
 //   LoadB(half, const void*, stride)       TILELOADD of tile 6 + half (B: column half `half`)
 //   Dot(acc)                               TDPBF16PS tile acc, tile 4 + acc / 2, tile 6 + acc % 2
+//   DotI8(acc)                             TDPBSUD, the same tiles
 // Accumulator acc = 2h + b holds row half h and column half b of a block of up to 32 x 32
 // outputs. TDPBF16PS (Intel Architecture Instruction Set Extensions Programming Reference,
 // ch. 3): C[m][n] += A[m].bf16[2k] * B[k].bf16[2n] + A[m].bf16[2k+1] * B[k].bf16[2n+1] over the
 // tiles' k, with #UD unless A.colsb / 4 == B.rows, C.rows == A.rows and C.colsb == B.colsb.
+// TDPBSUD (same reference; AMX-INT8): int32 C[m][n] += sum_i<4 int8 A[m].byte[4k+i] *
+// uint8 B[k].byte[4n+i] over k, exact (wrapping only past 2^31), same shape rules.
 #pragma once
 
 #include <cstdint>
@@ -37,10 +41,12 @@ struct alignas(64) TileConfig {
 static_assert(sizeof(TileConfig) == 64);
 
 // The tiles of a block with rows[h] output rows in row half h and cols[b] output columns in
-// column half b (0: that half unused, its tiles unconfigured).
+// column half b (0: that half unused, its tiles unconfigured), over k_bytes bytes of the
+// reduction per product (the A tiles' row length; the B tiles have k_bytes / 4 rows).
 struct BlockShape {
   int rows[2] = {0, 0};
   int cols[2] = {0, 0};
+  int k_bytes = kTileRowBytes;
   bool operator==(const BlockShape&) const = default;
 };
 
@@ -52,13 +58,13 @@ inline TileConfig TileConfigFor(const BlockShape& s) {
   };
   for (int h = 0; h < 2; ++h) {
     if (s.rows[h] == 0) continue;
-    set(4 + h, s.rows[h], kTileRowBytes);
+    set(4 + h, s.rows[h], s.k_bytes);
     for (int b = 0; b < 2; ++b) {
       if (s.cols[b] > 0) set(2 * h + b, s.rows[h], 4 * s.cols[b]);
     }
   }
   for (int b = 0; b < 2; ++b) {
-    if (s.cols[b] > 0) set(6 + b, kTileRows, 4 * s.cols[b]);
+    if (s.cols[b] > 0) set(6 + b, s.k_bytes / 4, 4 * s.cols[b]);
   }
   return config;
 }

@@ -1,19 +1,22 @@
-// AMX-BF16 kernels: the tile unit of amx_tiles.h on the hardware, and the table entries that run
-// the tile kernels on it: products of packed bf16 weights for batches of 16 tokens or more
-// (amx_packed_matmul.h) and the bf16 pair GEMM of the prefill's tiled attention
-// (amx_pair_gemm.h). Compiled with -mamx-tile -mamx-bf16 on top of the AVX-512 flags; only
-// called where IsaSupported(kAmx), i.e. the CPU has AMX and Linux granted the process the tile
-// state (isa.cc).
+// AMX kernels: the tile unit of amx_tiles.h on the hardware, and the table entries that run the
+// tile kernels on it: products of packed bf16 weights for batches of 16 tokens or more
+// (amx_packed_matmul.h), the bf16 pair GEMM of the prefill's tiled attention (amx_pair_gemm.h)
+// and, where the CPU has AMX-INT8, products of packed Q8 weights for batches of 16 tokens or
+// more (amx_packed_q8.h; KernelTable::matmul_rows_q8_tiles, not yet chosen by MatMul). Compiled
+// with -mamx-tile -mamx-bf16 -mamx-int8 on top of the AVX-512 flags; only called where
+// IsaSupported(kAmx), i.e. the CPU has AMX and Linux granted the process the tile state (isa.cc).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
 
 #include "kernels/cpu/amx_packed_matmul.h"
+#include "kernels/cpu/amx_packed_q8.h"
 #include "kernels/cpu/amx_pair_gemm.h"
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
+#include "kernels/quant.h"
 
 namespace mlarun::amx {
 
@@ -46,7 +49,7 @@ struct HardwareTiles {
         break;
     }
   }
-  static void LoadAcc(int acc, const float* p, int64_t stride) {
+  static void LoadAcc(int acc, const void* p, int64_t stride) {
     switch (acc) {
       case 0:
         _tile_loadd(0, p, stride);
@@ -62,7 +65,7 @@ struct HardwareTiles {
         break;
     }
   }
-  static void StoreAcc(int acc, float* p, int64_t stride) {
+  static void StoreAcc(int acc, void* p, int64_t stride) {
     switch (acc) {
       case 0:
         _tile_stored(0, p, stride);
@@ -108,12 +111,62 @@ struct HardwareTiles {
         break;
     }
   }
+  static void DotI8(int acc) {
+    switch (acc) {
+      case 0:
+        _tile_dpbsud(0, 4, 6);
+        break;
+      case 1:
+        _tile_dpbsud(1, 4, 7);
+        break;
+      case 2:
+        _tile_dpbsud(2, 5, 6);
+        break;
+      default:
+        _tile_dpbsud(3, 5, 7);
+        break;
+    }
+  }
+};
+
+// ScalarQ8Lanes (amx_packed_q8.h) in AVX-512: the same operations, 16 lanes at once.
+struct Avx512Q8Lanes {
+  static void ScaleAdd(const Q8TileScaling& s) {
+    const __m512 ws0 =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.w_scales[0])));
+    const __m512 ws1 =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.w_scales[1])));
+    for (int m = 0; m < s.rows; ++m) {
+      float* a = s.acc + m * s.acc_stride;
+      const __m512i offset = _mm512_set1_epi32(-128 * s.x_sums[m * s.x_stride]);
+      const __m512 xs = _mm512_set1_ps(s.x_scales[m * s.x_stride]);
+      const __m512 sum0 =
+          _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_load_si512(s.c[0][m]), offset));
+      const __m512 sum1 =
+          _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_load_si512(s.c[1][m]), offset));
+      _mm512_store_ps(a, _mm512_fmadd_ps(sum0, _mm512_mul_ps(ws0, xs), _mm512_load_ps(a)));
+      _mm512_store_ps(a + kQ8GroupRows, _mm512_fmadd_ps(sum1, _mm512_mul_ps(ws1, xs),
+                                                        _mm512_load_ps(a + kQ8GroupRows)));
+    }
+  }
 };
 
 void MatMulRowsBf16Tiles(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
                          const uint16_t* x_tiles, int64_t n_tokens, float* y, int64_t ldy) {
   HardwareTiles tiles;
   MatMulPackedBf16Tiles(tiles, w, row_begin, row_end, x_tiles, n_tokens, y, ldy);
+}
+
+// Batches of 16 tokens or more on the tiles, smaller ones (decode) on the AVX-512 VNNI kernel:
+// bitwise the same results either way.
+void MatMulRowsQ8Tiles(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
+                       const Q8Activations& x, float* y, int64_t ldy) {
+  if (x.n_tokens < kQ8GroupRows) {
+    detail::Avx512KernelTable().matmul_rows_q8(w, row_begin, row_end, x, y, ldy);
+    return;
+  }
+  HardwareTiles tiles;
+  MatMulPackedQ8Tiles<HardwareTiles, Avx512Q8Lanes>(tiles, w, row_begin, row_end, x, y, ldy);
 }
 
 }  // namespace
@@ -126,6 +179,7 @@ void InstallAmxKernels(KernelTable* t) {
   t->matmul_rows_bf16_tiles = amx::MatMulRowsBf16Tiles;
   t->gemm_bf16_pairs = amx::GemmBf16PairsOn<amx::HardwareTiles>;
   t->bf16_tiles_min_tokens = kBf16GroupRows;
+  if (DetectCpuFeatures().amx_int8) t->matmul_rows_q8_tiles = amx::MatMulRowsQ8Tiles;
   t->packed_bf16_fastest = true;
 }
 
