@@ -64,46 +64,31 @@ class EmulatedTiles {
   // c += a.lo * b.lo, then c += a.hi * b.hi, in float32 (input denormals read as zero, output
   // denormals flushed).
   void Dot(int acc) {
-    const int a = 4 + acc / 2, b = 6 + acc % 2;
-    CheckDot(acc);
-    for (int m = 0; m < rows_[acc]; ++m) {
-      for (int k = 0; k < colsb_[a] / 4; ++k) {
-        const uint32_t wa = data_[a][m * 16 + k];
-        for (int n = 0; n < colsb_[acc] / 4; ++n) {
-          const uint32_t wb = data_[b][k * 16 + n];
-          float c = 0.0f;
-          std::memcpy(&c, &data_[acc][m * 16 + n], 4);
-          c = Flush(c + Bf16(wa) * Bf16(wb));
-          c = Flush(c + Bf16(wa >> 16) * Bf16(wb >> 16));
-          std::memcpy(&data_[acc][m * 16 + n], &c, 4);
-        }
-      }
-    }
+    ForEachProduct(acc, [](uint32_t& c_word, uint32_t wa, uint32_t wb) {
+      float c = 0.0f;
+      std::memcpy(&c, &c_word, 4);
+      c = Flush(c + Bf16(wa) * Bf16(wb));
+      c = Flush(c + Bf16(wa >> 16) * Bf16(wb >> 16));
+      std::memcpy(&c_word, &c, 4);
+    });
   }
   // TDPBSUD acc, tile 4 + acc / 2, tile 6 + acc % 2: for each row m, column n and k, the int32
   // c += sum over i < 4 of int8 a.byte[4k + i] * uint8 b.byte[4n + i] (wrapping, as the tiles).
   void DotI8(int acc) {
-    const int a = 4 + acc / 2, b = 6 + acc % 2;
-    CheckDot(acc);
-    for (int m = 0; m < rows_[acc]; ++m) {
-      for (int k = 0; k < colsb_[a] / 4; ++k) {
-        const uint32_t wa = data_[a][m * 16 + k];
-        for (int n = 0; n < colsb_[acc] / 4; ++n) {
-          const uint32_t wb = data_[b][k * 16 + n];
-          uint32_t c = data_[acc][m * 16 + n];
-          for (int i = 0; i < 4; ++i) {
-            const auto sa = static_cast<int8_t>(static_cast<uint8_t>(wa >> (8 * i)));
-            const auto ub = static_cast<uint8_t>(wb >> (8 * i));
-            c += static_cast<uint32_t>(int32_t{sa} * int32_t{ub});
-          }
-          data_[acc][m * 16 + n] = c;
-        }
+    ForEachProduct(acc, [](uint32_t& c, uint32_t wa, uint32_t wb) {
+      for (int i = 0; i < 4; ++i) {
+        const auto sa = static_cast<int8_t>(static_cast<uint8_t>(wa >> (8 * i)));
+        const auto ub = static_cast<uint8_t>(wb >> (8 * i));
+        c += static_cast<uint32_t>(int32_t{sa} * int32_t{ub});
       }
-    }
+    });
   }
 
  private:
-  void CheckDot(int acc) const {
+  // Checks the shapes of a dot product into `acc`, then calls product(c, a_word, b_word) for each
+  // row m, k and column n in that order, c being accumulator word (m, n).
+  template <class Product>
+  void ForEachProduct(int acc, Product product) {
     const int a = 4 + acc / 2, b = 6 + acc % 2;
     Check(acc);
     Check(a);
@@ -111,6 +96,13 @@ class EmulatedTiles {
     Require(colsb_[a] / 4 == rows_[b], "A.colsb / 4 != B.rows");
     Require(rows_[acc] == rows_[a], "C.rows != A.rows");
     Require(colsb_[acc] == colsb_[b], "C.colsb != B.colsb");
+    for (int m = 0; m < rows_[acc]; ++m) {
+      for (int k = 0; k < colsb_[a] / 4; ++k) {
+        for (int n = 0; n < colsb_[acc] / 4; ++n) {
+          product(data_[acc][m * 16 + n], data_[a][m * 16 + k], data_[b][k * 16 + n]);
+        }
+      }
+    }
   }
   static void Require(bool ok, const std::string& what) {
     if (!ok) throw std::logic_error("AMX fault: " + what);

@@ -161,24 +161,7 @@ void MatMulPackedBf16Tiles(Tiles& tiles, const WeightMatrix& w, int64_t row_begi
     FinishEdgeBlock(edge, buf, row_begin, row_end, y, ldy);
   };
 
-  const int64_t full_blocks = n_tokens / kBlockTokens;
-  const int64_t rest = n_tokens - full_blocks * kBlockTokens;
-  for (int64_t c0 = g_begin; c0 < g_end; c0 += chunk_groups) {
-    const int64_t c1 = std::min(g_end, c0 + chunk_groups);
-    if (full_blocks > 0) {
-      tiles.Configure(TokenBlockConfig(kTileRows, kTileRows));
-      for (int64_t b = 0; b < full_blocks; ++b) {
-        for (int64_t g0 = c0; g0 < c1; g0 += 2) run_block(b * kBlockTokens, kBlockTokens, g0);
-      }
-    }
-    if (rest > 0) {
-      tiles.Configure(
-          TokenBlockConfig(static_cast<int>(std::min(rest, kBf16GroupRows)),
-                           static_cast<int>(std::max<int64_t>(rest - kBf16GroupRows, 0))));
-      for (int64_t g0 = c0; g0 < c1; g0 += 2) run_block(full_blocks * kBlockTokens, rest, g0);
-    }
-  }
-  tiles.Release();
+  ForEachTokenBlock(tiles, n_tokens, g_begin, g_end, chunk_groups, TokenBlockConfig, run_block);
 }
 
 }  // namespace mlarun::amx

@@ -152,23 +152,7 @@ void MatMulPackedQ8Tiles(Tiles& tiles, const WeightMatrix& w, int64_t row_begin,
     }
   };
 
-  const int64_t full_blocks = x.n_tokens / kQ8BlockTokens;
-  const int64_t rest = x.n_tokens - full_blocks * kQ8BlockTokens;
-  for (int64_t c0 = g_begin; c0 < g_end; c0 += chunk_groups) {
-    const int64_t c1 = std::min(g_end, c0 + chunk_groups);
-    if (full_blocks > 0) {
-      tiles.Configure(Q8TokenBlockConfig(kQ8GroupRows, kQ8GroupRows));
-      for (int64_t tb = 0; tb < full_blocks; ++tb) {
-        for (int64_t g0 = c0; g0 < c1; g0 += 2) run_block(tb * kQ8BlockTokens, kQ8BlockTokens, g0);
-      }
-    }
-    if (rest > 0) {
-      const int64_t rows0 = std::min(rest, int64_t{kQ8GroupRows});
-      tiles.Configure(Q8TokenBlockConfig(static_cast<int>(rows0), static_cast<int>(rest - rows0)));
-      for (int64_t g0 = c0; g0 < c1; g0 += 2) run_block(full_blocks * kQ8BlockTokens, rest, g0);
-    }
-  }
-  tiles.Release();
+  ForEachTokenBlock(tiles, x.n_tokens, g_begin, g_end, chunk_groups, Q8TokenBlockConfig, run_block);
 }
 
 }  // namespace mlarun::amx

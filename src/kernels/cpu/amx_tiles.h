@@ -69,4 +69,33 @@ inline TileConfig TileConfigFor(const BlockShape& s) {
   return config;
 }
 
+// The order in which the tile products of weights in 16-row groups walk a product: chunks of up
+// to chunk_groups groups of [g_begin, g_end) outer (a chunk's weights stay in L2); in a chunk,
+// blocks of 32 tokens and then the remaining 1..31, each against every pair of groups (g0,
+// g0 + 1). The tiles are configured by block_config(rows0, rows1) for each block size (rows0 +
+// rows1 tokens, rows1 = 0 for 16 or fewer); run_block(t0, tokens, g0) does one block. Releases
+// the tiles at the end.
+template <class Tiles, class ConfigFn, class BlockFn>
+void ForEachTokenBlock(Tiles& tiles, int64_t n_tokens, int64_t g_begin, int64_t g_end,
+                       int64_t chunk_groups, ConfigFn block_config, BlockFn run_block) {
+  constexpr int64_t kBlockTokens = int64_t{2} * kTileRows;
+  const int64_t full_blocks = n_tokens / kBlockTokens;
+  const int64_t rest = n_tokens - full_blocks * kBlockTokens;
+  for (int64_t c0 = g_begin; c0 < g_end; c0 += chunk_groups) {
+    const int64_t c1 = c0 + chunk_groups < g_end ? c0 + chunk_groups : g_end;
+    if (full_blocks > 0) {
+      tiles.Configure(block_config(kTileRows, kTileRows));
+      for (int64_t b = 0; b < full_blocks; ++b) {
+        for (int64_t g0 = c0; g0 < c1; g0 += 2) run_block(b * kBlockTokens, kBlockTokens, g0);
+      }
+    }
+    if (rest > 0) {
+      const int rows0 = static_cast<int>(rest < kTileRows ? rest : kTileRows);
+      tiles.Configure(block_config(rows0, static_cast<int>(rest) - rows0));
+      for (int64_t g0 = c0; g0 < c1; g0 += 2) run_block(full_blocks * kBlockTokens, rest, g0);
+    }
+  }
+  tiles.Release();
+}
+
 }  // namespace mlarun::amx
