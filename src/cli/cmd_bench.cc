@@ -91,6 +91,12 @@ int RunBench(const BenchArgs& args) {
     if (IsaSupported(Isa::kAmx)) {
       std::printf("amx: --isa fast multiplies packed bf16 weights by tiles for 16+ tokens\n");
     }
+    if (const double speedup = Q8TilesSpeedup(); speedup > 0.0) {
+      std::printf(
+          "amx-int8: tiles %.2fx the VNNI kernel's rate on packed Q8 products (--isa fast and amx "
+          "use %s for 16+ tokens)\n",
+          speedup, speedup > kQ8TilesMinSpeedup ? "the tiles" : "VNNI");
+    }
     std::printf("%8s %8s %12s %8s %12s %14s %10s %10s %9s %9s %10s %9s\n", "depth", "prefill",
                 "prefill t/s", "decode", "decode t/s", "bytes/token", "GB/s", "probe GB/s",
                 "roofline", "products", "prod. GB/s", "attention");

@@ -1,6 +1,14 @@
 // Maps an ISA to its kernel table.
 #include "kernels/kernel_table.h"
 
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+
 namespace mlarun {
 
 const KernelTable& GetKernelTable(Isa isa) {
@@ -35,5 +43,43 @@ const KernelTable& FastestKernelTable() {
   }();
   return table;
 }
+
+double Q8TilesSpeedup() {
+  if (!IsaSupported(Isa::kAmx) || !DetectCpuFeatures().amx_int8) return 0.0;
+  return detail::MeasuredQ8TilesSpeedup();
+}
+
+namespace detail {
+
+Q8ProductTimes TimeQ8Products(MatMulRowsQ8Fn first, MatMulRowsQ8Fn second) {
+  constexpr int64_t kRows = 512, kCols = 2048, kTokens = 64;
+  std::vector<uint8_t> values(static_cast<size_t>(PackedQ8ValueBytes(kRows, kCols)));
+  std::vector<uint16_t> scales(static_cast<size_t>(PackedQ8ScaleCount(kRows, kCols)));
+  InitPackedQ8(kRows, kCols, values.data(), scales.data());
+  const WeightMatrix w{.dtype = DType::kI8,
+                       .rows = kRows,
+                       .cols = kCols,
+                       .data = values.data(),
+                       .q8_scales = scales.data(),
+                       .q8_layout = Q8Layout::kPacked16};
+  const std::vector<float> x_values(static_cast<size_t>(kTokens * kCols), 0.0f);
+  Q8Activations x;
+  QuantizeActivationsQ8(x_values.data(), kTokens, kCols, &x);
+  std::vector<float> y(static_cast<size_t>(kTokens * kRows));
+  auto seconds = [&](MatMulRowsQ8Fn fn) {
+    const auto start = std::chrono::steady_clock::now();
+    fn(w, 0, kRows, x, y.data(), kRows);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  Q8ProductTimes best{.first_seconds = std::numeric_limits<double>::infinity(),
+                      .second_seconds = std::numeric_limits<double>::infinity()};
+  for (int round = 0; round < 3; ++round) {
+    best.first_seconds = std::min(best.first_seconds, seconds(first));
+    best.second_seconds = std::min(best.second_seconds, seconds(second));
+  }
+  return best;
+}
+
+}  // namespace detail
 
 }  // namespace mlarun

@@ -84,11 +84,11 @@ struct KernelTable {
                                  const uint16_t* x_tiles, int64_t n_tokens, float* y, int64_t ldy);
   int64_t bf16_tiles_min_tokens = 0;
   // Optional (AMX-INT8 only): matmul_rows_q8 on AMX-INT8 tiles for 16 tokens or more (fewer: the
-  // VNNI kernel), bitwise the same results (cpu/amx_packed_q8.h). MatMul does not call it: its
-  // first form ran at half the VNNI kernel's rate on an Emerald Rapids VM (2026-12-04,
-  // docs/performance.md); the form here, restructured after that measurement, is tested on the
-  // model of the tiles but was not timed on AMX. `kernels_bench --benchmark_filter=MatMul/amx_q8`
-  // times it in matmul_rows_q8's place: install it there where it wins.
+  // VNNI kernel), bitwise the same results (cpu/amx_packed_q8.h). The AMX tables put it in
+  // matmul_rows_q8's place only where it measured faster (Q8TilesSpeedup): its first form ran at
+  // half the VNNI kernel's rate on an Emerald Rapids VM (2026-12-04, docs/performance.md), and
+  // the form here, restructured after that, was not timed on AMX hardware. `kernels_bench
+  // --benchmark_filter=MatMul/amx_q8` times it in matmul_rows_q8's place.
   void (*matmul_rows_q8_tiles)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
                                const Q8Activations& x, float* y, int64_t ldy);
   // c[i, j] = sum_kk a[i, kk] b[kk, j] for i < m, j < n (row-major, leading dimensions lda, ldb,
@@ -189,6 +189,13 @@ const KernelTable& GetKernelTable(Isa isa);
 // its pair GEMM (so that the prefill's attention runs on bf16 tiles there too).
 const KernelTable& FastestKernelTable();
 
+// The AMX-INT8 tiles' rate on packed Q8 products over the AVX-512 VNNI kernel's, measured once
+// per process (TimeQ8Products, a few ms) on CPUs with AMX-INT8 granted; 0 elsewhere. The AMX
+// tables multiply packed Q8 weights by the tiles where it exceeds kQ8TilesMinSpeedup (their
+// results are bitwise the VNNI kernel's, so the choice changes speed only).
+double Q8TilesSpeedup();
+inline constexpr double kQ8TilesMinSpeedup = 1.1;
+
 // Where the time of the kernels goes, for `mlarun bench` (Exec::meter): weight products
 // (MatMulBatch, with the weight bytes they read) and attention over the KV cache (the model's
 // attention layers between writing the cache rows and o_proj, less the products inside).
@@ -247,6 +254,19 @@ void InstallAmxKernels(KernelTable* t);
 // Multiply-adds per second of vdpbf16ps over 512-bit f32 FMAs on this core, timed in register
 // loops (cpu/bf16_dot_rate.cc; call only where AVX512-BF16 is supported).
 double MeasureBf16DotSpeedup();
+// Best of 3 alternating rounds of seconds per call of `first` and `second` (each a
+// matmul_rows_q8) on one product, on the calling thread: 64 tokens through 512 x 2048 packed Q8
+// weights (zeros: the kernels' time does not depend on the values).
+using MatMulRowsQ8Fn = void (*)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
+                                const Q8Activations& x, float* y, int64_t ldy);
+struct Q8ProductTimes {
+  double first_seconds = 0.0;
+  double second_seconds = 0.0;
+};
+Q8ProductTimes TimeQ8Products(MatMulRowsQ8Fn first, MatMulRowsQ8Fn second);
+// Q8TilesSpeedup's measurement (kernels_amx.cc; call only where IsaSupported(kAmx) and the CPU
+// has AMX-INT8): once per process, cached.
+double MeasuredQ8TilesSpeedup();
 }  // namespace detail
 
 }  // namespace mlarun

@@ -141,7 +141,8 @@ TEST(AmxQ8Test, ModelDotI8MultipliesSignedByUnsignedBytes) {
   EXPECT_THROW(tiles.DotI8(0), std::logic_error);
 }
 
-// MatMul with the tiles in matmul_rows_q8's place (as kernels_bench times them): any thread
+// MatMul with the tiles in matmul_rows_q8's place (as kernels_bench times them, and as the AMX
+// tables are where the tiles measure faster): any thread
 // count, batches below and above 16 tokens, bitwise the scalar reference (the tiles from 16
 // tokens, the VNNI kernel below).
 TEST(AmxQ8Test, MatMulIsBitwiseScalarOnAnyThreadCount) {
@@ -164,6 +165,56 @@ TEST(AmxQ8Test, MatMulIsBitwiseScalarOnAnyThreadCount) {
     EXPECT_EQ(y1, ys) << n_tokens;
     EXPECT_EQ(y3, ys) << n_tokens;
   }
+}
+
+// The start-up measurement that chooses between the tiles and the VNNI kernel: both kernels on
+// the documented product, alternating, three times each.
+struct Q8Call {
+  int kernel;
+  int64_t rows, cols, n_tokens, row_begin, row_end, ldy;
+};
+std::vector<Q8Call>& RecordedCalls() {
+  static std::vector<Q8Call> calls;
+  return calls;
+}
+template <int kKernel>
+void RecordingKernel(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
+                     const Q8Activations& x, float* /*y*/, int64_t ldy) {
+  RecordedCalls().push_back({kKernel, w.rows, w.cols, x.n_tokens, row_begin, row_end, ldy});
+}
+
+TEST(AmxQ8Test, TimeQ8ProductsAlternatesBothKernelsOnOneProduct) {
+  RecordedCalls().clear();
+  const detail::Q8ProductTimes times =
+      detail::TimeQ8Products(RecordingKernel<1>, RecordingKernel<2>);
+  ASSERT_EQ(RecordedCalls().size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    const Q8Call& c = RecordedCalls()[i];
+    EXPECT_EQ(c.kernel, i % 2 == 0 ? 1 : 2) << i;
+    EXPECT_EQ(c.rows, 512);
+    EXPECT_EQ(c.cols, 2048);
+    EXPECT_EQ(c.n_tokens, 64);
+    EXPECT_EQ(c.row_begin, 0);
+    EXPECT_EQ(c.row_end, 512);
+    EXPECT_EQ(c.ldy, 512);
+  }
+  EXPECT_GE(times.first_seconds, 0.0);
+  EXPECT_GE(times.second_seconds, 0.0);
+  EXPECT_LT(times.first_seconds, 1.0);
+  EXPECT_LT(times.second_seconds, 1.0);
+}
+
+// The AMX tables take the tiles for matmul_rows_q8 exactly where they measured faster.
+TEST(AmxQ8Test, TablesChooseTheTilesWhereTheyMeasureFaster) {
+  const double speedup = Q8TilesSpeedup();
+  if (!HasAmxInt8()) {
+    EXPECT_EQ(speedup, 0.0);
+    GTEST_SKIP() << "no AMX-INT8 here";
+  }
+  EXPECT_GT(speedup, 0.0);
+  const KernelTable& amx = GetKernelTable(Isa::kAmx);
+  EXPECT_EQ(amx.matmul_rows_q8 == amx.matmul_rows_q8_tiles, speedup > kQ8TilesMinSpeedup)
+      << speedup;
 }
 
 }  // namespace

@@ -15,13 +15,14 @@
 // Speed (docs/performance.md, 2026-12-04): the first form, which started the accumulators from a
 // tile of offsets just written by vector stores and scaled each block right after its tile
 // stores, ran at 146-190 GFLOP/s per core on an Emerald Rapids VM (CPUID family 6 model 207),
-// below the VNNI kernel's 280-350 in the same minutes, although one TDPBSUD there takes 6.5 ns
+// below the VNNI kernel's 199-346 in the same minutes, although one TDPBSUD there takes 6.5 ns
 // (2.5 T int8 ops/s at 32 bytes of reduction). The likely cause, not isolated: a tile load of
 // data vector stores have just written, and vector loads of data a tile store has just written,
 // wait for the store to reach the cache, which serialises the two units. This form zeroes the
 // accumulators (TILEZERO), adds the offsets in the scaling, and scales each block one block later,
 // while the tiles multiply the next; it is bitwise tested on the tile model and not yet timed (no
-// AMX machine since), so MatMul does not use it (KernelTable::matmul_rows_q8_tiles).
+// AMX machine since), so the AMX tables take it for matmul_rows_q8 only where it measures faster
+// than the VNNI kernel at start-up (KernelTable::matmul_rows_q8_tiles, Q8TilesSpeedup).
 //
 // Symbols: t token, n weight row, b block of 32 columns (the reduction of one tile product),
 // g group of 16 rows, h token half of a 32-token block.

@@ -2,7 +2,8 @@
 // tile kernels on it: products of packed bf16 weights for batches of 16 tokens or more
 // (amx_packed_matmul.h), the bf16 pair GEMM of the prefill's tiled attention (amx_pair_gemm.h)
 // and, where the CPU has AMX-INT8, products of packed Q8 weights for batches of 16 tokens or
-// more (amx_packed_q8.h; KernelTable::matmul_rows_q8_tiles, not yet chosen by MatMul). Compiled
+// more (amx_packed_q8.h; KernelTable::matmul_rows_q8_tiles, also matmul_rows_q8 where it measured
+// faster than the VNNI kernel). Compiled
 // with -mamx-tile -mamx-bf16 -mamx-int8 on top of the AVX-512 flags; only called where
 // IsaSupported(kAmx), i.e. the CPU has AMX and Linux granted the process the tile state (isa.cc).
 #include <immintrin.h>
@@ -179,8 +180,20 @@ void InstallAmxKernels(KernelTable* t) {
   t->matmul_rows_bf16_tiles = amx::MatMulRowsBf16Tiles;
   t->gemm_bf16_pairs = amx::GemmBf16PairsOn<amx::HardwareTiles>;
   t->bf16_tiles_min_tokens = kBf16GroupRows;
-  if (DetectCpuFeatures().amx_int8) t->matmul_rows_q8_tiles = amx::MatMulRowsQ8Tiles;
+  if (DetectCpuFeatures().amx_int8) {
+    t->matmul_rows_q8_tiles = amx::MatMulRowsQ8Tiles;
+    if (MeasuredQ8TilesSpeedup() > kQ8TilesMinSpeedup) t->matmul_rows_q8 = amx::MatMulRowsQ8Tiles;
+  }
   t->packed_bf16_fastest = true;
+}
+
+double MeasuredQ8TilesSpeedup() {
+  static const double speedup = [] {
+    const Q8ProductTimes times =
+        TimeQ8Products(amx::MatMulRowsQ8Tiles, Avx512KernelTable().matmul_rows_q8);
+    return times.second_seconds / times.first_seconds;
+  }();
+  return speedup;
 }
 
 const KernelTable& AmxKernelTable() {
