@@ -1,9 +1,8 @@
 // The AMX tile unit as the tile kernels (amx_pair_gemm.h, amx_packed_matmul.h, amx_packed_q8.h)
-// use it: the
-// LDTILECFG operand and a fixed assignment of the 8 tile registers. The kernels are templates on
-// a `Tiles` type with these operations, so that they run on the hardware (kernels_amx.cc) and,
-// in tests, on a software model that checks every configuration and operand shape
-// (tests/kernels/amx_tile_model.h):
+// use it: the LDTILECFG operand and a fixed assignment of the 8 tile registers. The kernels are
+// templates on a `Tiles` type with these operations, so that they run on the hardware
+// (kernels_amx.cc) and, in tests, on a software model that checks every configuration and operand
+// shape (tests/kernels/amx_tile_model.h):
 //   Configure(const TileConfig&)           LDTILECFG (zeroes every tile)
 //   Release()                              TILERELEASE
 //   ZeroAcc(acc)                           TILEZERO of accumulator acc (tile acc, 0..3)

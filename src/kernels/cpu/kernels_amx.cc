@@ -2,10 +2,10 @@
 // tile kernels on it: products of packed bf16 weights for batches of 16 tokens or more
 // (amx_packed_matmul.h), the bf16 pair GEMM of the prefill's tiled attention (amx_pair_gemm.h)
 // and, where the CPU has AMX-INT8, products of packed Q8 weights for batches of 16 tokens or
-// more (amx_packed_q8.h; KernelTable::matmul_rows_q8_tiles, also matmul_rows_q8 where it measured
-// faster than the VNNI kernel). Compiled
-// with -mamx-tile -mamx-bf16 -mamx-int8 on top of the AVX-512 flags; only called where
-// IsaSupported(kAmx), i.e. the CPU has AMX and Linux granted the process the tile state (isa.cc).
+// more (amx_packed_q8.h; KernelTable::matmul_rows_q8_tiles, and matmul_rows_q8 where they
+// measure faster than the VNNI kernel). Compiled with -mamx-tile -mamx-bf16 -mamx-int8 on top of
+// the AVX-512 flags; only called where IsaSupported(kAmx), i.e. the CPU has AMX and Linux granted
+// the process the tile state (isa.cc).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -191,7 +191,7 @@ double MeasuredQ8TilesSpeedup() {
   static const double speedup = [] {
     const Q8ProductTimes times =
         TimeQ8Products(amx::MatMulRowsQ8Tiles, Avx512KernelTable().matmul_rows_q8);
-    return times.second_seconds / times.first_seconds;
+    return times.first_seconds > 0.0 ? times.second_seconds / times.first_seconds : 0.0;
   }();
   return speedup;
 }
