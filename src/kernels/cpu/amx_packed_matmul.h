@@ -28,12 +28,6 @@ inline constexpr int64_t kBlockRows = 2 * kBf16GroupRows;  // two groups
 // Weights of the groups worked on together (reused from L2 by every block of 32 tokens).
 inline constexpr int64_t kChunkBytes = int64_t{512} * 1024;
 
-// The tiles for blocks of rows0 + rows1 tokens (rows1 = 0: the half-1 tiles unused) and two
-// whole groups.
-inline TileConfig TokenBlockConfig(int rows0, int rows1) {
-  return TileConfigFor({.rows = {rows0, rows1}, .cols = {kTileRows, kTileRows}});
-}
-
 // Accumulator tiles = the block's activation tiles (a0: tokens t0.., a1: tokens t0 + 16..,
 // a0_step / a1_step elements per step) times groups b0, b1 over the first k_steps steps, in step
 // order: the same chain of instructions for every output whatever the block's token count.
@@ -161,7 +155,7 @@ void MatMulPackedBf16Tiles(Tiles& tiles, const WeightMatrix& w, int64_t row_begi
     FinishEdgeBlock(edge, buf, row_begin, row_end, y, ldy);
   };
 
-  ForEachTokenBlock(tiles, n_tokens, g_begin, g_end, chunk_groups, TokenBlockConfig, run_block);
+  ForEachTokenBlock(tiles, n_tokens, g_begin, g_end, chunk_groups, kTileRowBytes, run_block);
 }
 
 }  // namespace mlarun::amx

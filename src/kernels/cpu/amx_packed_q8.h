@@ -46,13 +46,6 @@ inline constexpr int64_t kQ8PackedBlockBytes = int64_t{kQ8Block} * kQ8GroupRows;
 // Weights of the groups worked on together (reused from L2 by every block of 32 tokens).
 inline constexpr int64_t kQ8ChunkBytes = int64_t{512} * 1024;
 
-// The tiles for blocks of rows0 + rows1 tokens (rows1 = 0: the half-1 tiles unused), two groups
-// and one 32-column block per product.
-inline TileConfig Q8TokenBlockConfig(int rows0, int rows1) {
-  return TileConfigFor(
-      {.rows = {rows0, rows1}, .cols = {kQ8GroupRows, kQ8GroupRows}, .k_bytes = kQ8Block});
-}
-
 // The scaling of one accumulator tile, portable (for the tile model; kernels_amx.cc has the
 // AVX-512 version): for m < rows and lane i < 16,
 //   acc[m * acc_stride + i] = fma(float(c[m][i] - 128 x_sums[m * x_stride]),
@@ -153,7 +146,7 @@ void MatMulPackedQ8Tiles(Tiles& tiles, const WeightMatrix& w, int64_t row_begin,
     }
   };
 
-  ForEachTokenBlock(tiles, x.n_tokens, g_begin, g_end, chunk_groups, Q8TokenBlockConfig, run_block);
+  ForEachTokenBlock(tiles, x.n_tokens, g_begin, g_end, chunk_groups, kQ8Block, run_block);
 }
 
 }  // namespace mlarun::amx
