@@ -7,6 +7,7 @@
 // CPU has AMX-INT8.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "core/rng.h"
@@ -95,13 +96,21 @@ TEST_P(PackedQ8TilesTest, BitwiseTheScalarReference) {
   };
   // 600 x 2048: 38 groups in chunks of 16 (16, 16, 6); 37 rows: 3 groups (the second pair's
   // second group past the matrix), the last partial; 40 columns: padded to 64 (zero blocks).
-  for (const Case& c : std::vector<Case>{{600, 2048, 70, 0, 600},
-                                         {600, 2048, 33, 21, 587},
-                                         {37, 40, 16, 0, 37},
-                                         {37, 40, 17, 3, 35},
-                                         {37, 160, 31, 16, 32},
-                                         {37, 160, 32, 0, 37},
-                                         {48, 96, 48, 17, 18}}) {
+  std::vector<Case> cases = {
+      {600, 2048, 70, 0, 600}, {600, 2048, 33, 21, 587}, {37, 40, 16, 0, 37}, {37, 40, 17, 3, 35},
+      {37, 160, 31, 16, 32},   {37, 160, 32, 0, 37},     {48, 96, 48, 17, 18}};
+  // And 16 random shapes: 1-120 rows, 1-300 columns, 16-80 tokens, any non-empty row range.
+  Rng rng(99);
+  auto below = [&rng](int64_t n) {
+    return std::min(n - 1, static_cast<int64_t>(rng.NextUniform() * static_cast<float>(n)));
+  };
+  for (int i = 0; i < 16; ++i) {
+    Case c{.rows = 1 + below(120), .cols = 1 + below(300), .n_tokens = 16 + below(65)};
+    c.begin = below(c.rows);
+    c.end = c.begin + 1 + below(c.rows - c.begin);
+    cases.push_back(c);
+  }
+  for (const Case& c : cases) {
     const PackedQ8Matrix w(c.rows, c.cols, 11 + c.rows + c.cols);
     const Q8Activations x = RandomActivations(c.n_tokens, c.cols, 12 + c.n_tokens);
     const std::vector<float> got = TileProduct(w.m, c.begin, c.end, x, on_model);
