@@ -46,11 +46,10 @@ inline constexpr int64_t kQ8PackedBlockBytes = int64_t{kQ8Block} * kQ8GroupRows;
 // Weights of the groups worked on together (reused from L2 by every block of 32 tokens).
 inline constexpr int64_t kQ8ChunkBytes = int64_t{512} * 1024;
 
-// The scaling of one accumulator tile, portable (for the tile model; kernels_amx.cc has the
-// AVX-512 version): for m < rows and lane i < 16,
-//   acc[m * acc_stride + i] = fma(float(c[m][i] - 128 x_sums[m * x_stride]),
-//                                 f16(w_scales[i]) * x_scales[m * x_stride], acc[m * acc_stride +
-//                                 i]).
+// The scaling of a token half's two accumulator tiles (groups j = 0, 1), portable (for the tile
+// model; kernels_amx.cc has the AVX-512 version): for m < rows and lane i < 16, with
+// a = acc[m * acc_stride + 16 j + i], o = -128 x_sums[m * x_stride], s = x_scales[m * x_stride]:
+//   a = fma(float(c[j][m][i] + o), f16(w_scales[j][i]) * s, a).
 struct Q8TileScaling {
   const int32_t (*c[2])[kQ8GroupRows];  // [rows, 16] the two tiles' sums (groups 0, 1)
   int rows;
