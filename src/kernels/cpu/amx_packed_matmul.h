@@ -23,10 +23,7 @@ namespace mlarun::amx {
 inline constexpr int64_t kStepCols = 32;  // bf16 columns per tile step
 inline constexpr int64_t kStepWords =
     kStepCols / 2 * kBf16GroupRows;                        // packed words of a group per step
-inline constexpr int64_t kBlockTokens = 32;                // two tiles of 16 tokens
 inline constexpr int64_t kBlockRows = 2 * kBf16GroupRows;  // two groups
-// Weights of the groups worked on together (reused from L2 by every block of 32 tokens).
-inline constexpr int64_t kChunkBytes = int64_t{512} * 1024;
 
 // Accumulator tiles = the block's activation tiles (a0: tokens t0.., a1: tokens t0 + 16..,
 // a0_step / a1_step elements per step) times groups b0, b1 over the first k_steps steps, in step
@@ -122,8 +119,6 @@ void MatMulPackedBf16Tiles(Tiles& tiles, const WeightMatrix& w, int64_t row_begi
   const int64_t n_groups = PackedBf16Groups(w.rows);
   const int64_t g_begin = row_begin / kBf16GroupRows;
   const int64_t g_end = (row_end + kBf16GroupRows - 1) / kBf16GroupRows;
-  const int64_t chunk_groups = std::max<int64_t>(
-      2, kChunkBytes / (kBf16GroupRows * cols * static_cast<int64_t>(sizeof(uint16_t))) / 2 * 2);
   alignas(64) float buf[kBlockTokens * kBlockRows];
 
   auto run_block = [&](int64_t t0, int64_t tokens, int64_t g0) {
@@ -155,7 +150,8 @@ void MatMulPackedBf16Tiles(Tiles& tiles, const WeightMatrix& w, int64_t row_begi
     FinishEdgeBlock(edge, buf, row_begin, row_end, y, ldy);
   };
 
-  ForEachTokenBlock(tiles, n_tokens, g_begin, g_end, chunk_groups, kTileRowBytes, run_block);
+  const int64_t group_bytes = kBf16GroupRows * cols * static_cast<int64_t>(sizeof(uint16_t));
+  ForEachTokenBlock(tiles, n_tokens, g_begin, g_end, group_bytes, kTileRowBytes, run_block);
 }
 
 }  // namespace mlarun::amx

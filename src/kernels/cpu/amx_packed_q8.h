@@ -41,10 +41,7 @@
 
 namespace mlarun::amx {
 
-inline constexpr int64_t kQ8BlockTokens = 32;  // two tiles of 16 tokens
 inline constexpr int64_t kQ8PackedBlockBytes = int64_t{kQ8Block} * kQ8GroupRows;  // one B tile
-// Weights of the groups worked on together (reused from L2 by every block of 32 tokens).
-inline constexpr int64_t kQ8ChunkBytes = int64_t{512} * 1024;
 
 // The scaling of a token half's two accumulator tiles (groups j = 0, 1), portable (for the tile
 // model; kernels_amx.cc has the AVX-512 version): for m < rows and lane i < 16, with
@@ -78,7 +75,7 @@ struct ScalarQ8Lanes {
 };
 
 // Packed Q8 weights, rows [row_begin, row_end), against all x.n_tokens tokens: y[t * ldy + r -
-// row_begin]. Chunks of groups (up to kQ8ChunkBytes of weights) outer; in a chunk, blocks of 32
+// row_begin]. Chunks of groups (up to kChunkBytes of weights) outer; in a chunk, blocks of 32
 // tokens, then pairs of groups, each over every 32-column block in order.
 template <class Tiles, class Lanes>
 void MatMulPackedQ8Tiles(Tiles& tiles, const WeightMatrix& w, int64_t row_begin, int64_t row_end,
@@ -88,11 +85,9 @@ void MatMulPackedQ8Tiles(Tiles& tiles, const WeightMatrix& w, int64_t row_begin,
   const int64_t n_groups = Q8Groups(w.rows);
   const int64_t g_begin = row_begin / kQ8GroupRows;
   const int64_t g_end = (row_end + kQ8GroupRows - 1) / kQ8GroupRows;
-  const int64_t chunk_groups =
-      std::max<int64_t>(2, kQ8ChunkBytes / (kQ8GroupRows * x.padded_cols) / 2 * 2);
   // [block parity, accumulator, token, lane]: the tiles' sums, scaled one block later.
   alignas(64) int32_t sums[2][4][kQ8GroupRows][kQ8GroupRows];
-  alignas(64) float acc[kQ8BlockTokens][2 * kQ8GroupRows];  // [token, row of the group pair]
+  alignas(64) float acc[kBlockTokens][2 * kQ8GroupRows];  // [token, row of the group pair]
   const int64_t c_stride = kQ8GroupRows * static_cast<int64_t>(sizeof(int32_t));
 
   auto run_block = [&](int64_t t0, int64_t tokens, int64_t g0) {
@@ -145,7 +140,8 @@ void MatMulPackedQ8Tiles(Tiles& tiles, const WeightMatrix& w, int64_t row_begin,
     }
   };
 
-  ForEachTokenBlock(tiles, x.n_tokens, g_begin, g_end, chunk_groups, kQ8Block, run_block);
+  ForEachTokenBlock(tiles, x.n_tokens, g_begin, g_end, kQ8GroupRows * x.padded_cols, kQ8Block,
+                    run_block);
 }
 
 }  // namespace mlarun::amx

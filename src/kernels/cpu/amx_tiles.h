@@ -68,22 +68,28 @@ inline TileConfig TileConfigFor(const BlockShape& s) {
   return config;
 }
 
-// The order in which the tile products of weights in 16-row groups walk a product: chunks of up
-// to chunk_groups groups of [g_begin, g_end) outer (a chunk's weights stay in L2); in a chunk,
-// blocks of 32 tokens and then the remaining 1..31, each against every pair of groups (g0,
-// g0 + 1). The tiles are configured for each block size: rows0 + rows1 tokens (rows1 = 0 for 16
-// or fewer) in the A and accumulator tiles, two groups of 16 columns, k_bytes of the reduction
-// per product; run_block(t0, tokens, g0) does one block. Releases the tiles at the end.
+inline constexpr int64_t kBlockTokens = int64_t{2} * kTileRows;  // two tiles of 16 tokens
+// Weights of the groups worked on together (reused from L2 by every block of 32 tokens).
+inline constexpr int64_t kChunkBytes = int64_t{512} * 1024;
+
+// The order in which the tile products of weights in 16-row groups (group_bytes bytes each) walk
+// a product: chunks of up to kChunkBytes of the groups [g_begin, g_end) outer (an even number of
+// groups, at least 2); in a chunk, blocks of kBlockTokens tokens and then the remaining 1..31,
+// each against every pair of groups (g0, g0 + 1). The tiles are configured for each block size:
+// rows0 + rows1 tokens (rows1 = 0 for 16 or fewer) in the A and accumulator tiles, two groups of
+// 16 columns, k_bytes of the reduction per product; run_block(t0, tokens, g0) does one block.
+// Releases the tiles at the end.
 template <class Tiles, class BlockFn>
 void ForEachTokenBlock(Tiles& tiles, int64_t n_tokens, int64_t g_begin, int64_t g_end,
-                       int64_t chunk_groups, int k_bytes, BlockFn run_block) {
+                       int64_t group_bytes, int k_bytes, BlockFn run_block) {
   // (Not a function passed in: an inline function whose address is taken becomes a weak symbol
   // of the AMX object, which baseline code could bind to: tests/kernels/isa_symbols_test.sh.)
   auto block_config = [k_bytes](int rows0, int rows1) {
     return TileConfigFor(
         {.rows = {rows0, rows1}, .cols = {kTileRows, kTileRows}, .k_bytes = k_bytes});
   };
-  constexpr int64_t kBlockTokens = int64_t{2} * kTileRows;
+  const int64_t fit = kChunkBytes / group_bytes / 2 * 2;
+  const int64_t chunk_groups = fit > 2 ? fit : 2;
   const int64_t full_blocks = n_tokens / kBlockTokens;
   const int64_t rest = n_tokens - full_blocks * kBlockTokens;
   for (int64_t c0 = g_begin; c0 < g_end; c0 += chunk_groups) {
