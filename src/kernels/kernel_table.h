@@ -36,6 +36,10 @@ struct I8Query {
   const uint32_t* tail = nullptr;    // [n_heads / 16, tail_dim / 2, 16]: bf16 pairs, low first
 };
 
+// y[t * ldy + (r - row_begin)] = W[r, :] . x[t, :] for packed Q8 weights (KernelTable).
+using MatMulRowsQ8Fn = void (*)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
+                                const Q8Activations& x, float* y, int64_t ldy);
+
 struct KernelTable {
   Isa isa = Isa::kScalar;
   // y[t * ldy + (r - row_begin)] = W[r, :] . x[t, :] for r in [row_begin, row_end), t < n_tokens.
@@ -45,8 +49,7 @@ struct KernelTable {
                       int64_t n_tokens, float* y, int64_t ldy);
   // The same for kI8 weights and Q8-quantised activations (all x.n_tokens tokens): per block an
   // exact int32 dot product, scaled by (weight scale * activation scale).
-  void (*matmul_rows_q8)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
-                         const Q8Activations& x, float* y, int64_t ldy);
+  MatMulRowsQ8Fn matmul_rows_q8;
   // Optional (null: matmul_rows): matmul_rows for kBF16 row-major weights with each token's x
   // [n_tokens, w.cols] in the pair form of bf16_pair_form, so that a bf16 row is widened by one
   // integer op per vector (pairs split into their even and odd values) instead of two. Batch
@@ -89,8 +92,7 @@ struct KernelTable {
   // half the VNNI kernel's rate on an Emerald Rapids VM (2026-12-04, docs/performance.md), and
   // the form here, restructured after that, was not timed on AMX hardware. `kernels_bench
   // --benchmark_filter=MatMul/amx_q8` times it in matmul_rows_q8's place.
-  void (*matmul_rows_q8_tiles)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
-                               const Q8Activations& x, float* y, int64_t ldy);
+  MatMulRowsQ8Fn matmul_rows_q8_tiles;
   // c[i, j] = sum_kk a[i, kk] b[kk, j] for i < m, j < n (row-major, leading dimensions lda, ldb,
   // ldc); each element is one fused multiply-add chain over kk in order from 0, so every ISA
   // gives bitwise the scalar result.
@@ -257,8 +259,6 @@ double MeasureBf16DotSpeedup();
 // Best of 3 alternating rounds of seconds per call of `first` and `second` (each a
 // matmul_rows_q8) on one product, on the calling thread: 64 tokens through 512 x 2048 packed Q8
 // weights (zeros: the kernels' time does not depend on the values).
-using MatMulRowsQ8Fn = void (*)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
-                                const Q8Activations& x, float* y, int64_t ldy);
 struct Q8ProductTimes {
   double first_seconds = 0.0;
   double second_seconds = 0.0;
