@@ -200,6 +200,101 @@ TEST(AttentionI8Test, PvMatchesDoubleWithinInt16Steps) {
   }
 }
 
+// The kernel's arithmetic written out in scalar code: q = the probability times the row's step
+// (row scale * (32767 / the group's largest row scale)), rounded to nearest even and clamped to
+// [0, 32767]; the exact integer sum of q times the stored value - 128 per column; acc += float(sum)
+// * (largest scale / 32767). Whatever instructions compute the integer sum (vpdpwssd on int16
+// pairs; vpdpbusd on q's two bytes was tried, docs/performance.md), the result must be bitwise
+// this.
+void PvInt16Model(const float* p, int ldp, int n_heads, int n_rows, const uint8_t* const* rows,
+                  int dv, float* acc) {
+  for (int c0 = 0; c0 < dv; c0 += kGroup) {
+    const int g = c0 / kGroup;
+    float top = 0.0f;
+    std::vector<float> scales(static_cast<size_t>(n_rows));
+    for (int j = 0; j < n_rows; ++j) {
+      std::memcpy(&scales[static_cast<size_t>(j)], rows[j] + kBody + int64_t{4} * g,
+                  sizeof(float));
+      top = std::max(top, scales[static_cast<size_t>(j)]);
+    }
+    const float inv = top > 0.0f ? 32767.0f / top : 0.0f;
+    const float unit = top / 32767.0f;
+    for (int h = 0; h < n_heads; ++h) {
+      for (int c = c0; c < std::min(dv, c0 + kGroup); ++c) {
+        int64_t sum = 0;
+        for (int j = 0; j < n_rows; ++j) {
+          const float step = scales[static_cast<size_t>(j)] * inv;
+          const float scaled = p[static_cast<size_t>(h) * ldp + static_cast<size_t>(j)] * step;
+          const int64_t q = std::clamp<int64_t>(std::llrintf(scaled), 0, 32767);
+          sum += q * (static_cast<int64_t>(rows[j][c]) - 128);
+        }
+        float& out = acc[static_cast<size_t>(h) * dv + static_cast<size_t>(c)];
+        out += static_cast<float>(static_cast<int32_t>(sum)) * unit;
+      }
+    }
+  }
+}
+
+TEST(AttentionI8Test, PvIsBitwiseTheExactInt16Products) {
+  const KernelTable* k = Fast();
+  if (k == nullptr || k->pv_accumulate_i8 == nullptr) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  struct Case {
+    int n_heads, n_rows, dv;
+  };
+  for (const Case c : {Case{16, 256, 512}, Case{16, 512, 512}, Case{9, 31, 448}, Case{1, 1, 64},
+                       Case{3, 5, 192}, Case{16, 3, 512}, Case{2, 130, 320}}) {
+    const std::vector<uint8_t> rows = RandomRows(c.n_rows, 5 + c.n_rows);
+    std::vector<const uint8_t*> ptrs;
+    ptrs.reserve(static_cast<size_t>(c.n_rows));
+    for (int r = 0; r < c.n_rows; ++r)
+      ptrs.push_back(rows.data() + static_cast<size_t>(r) * MlaInt8Row().RowBytes());
+    Rng rng(c.n_rows + c.dv);
+    const int ldp = c.n_rows + 3;
+    std::vector<float> p(static_cast<size_t>(c.n_heads * ldp));
+    for (float& v : p) v = rng.NextUniform();
+    p[0] = 1.0f;  // the largest probability
+    std::vector<float> acc(static_cast<size_t>(c.n_heads * c.dv));
+    for (float& v : acc) v = rng.NextSymmetric();
+    std::vector<float> want = acc;
+    PvInt16Model(p.data(), ldp, c.n_heads, c.n_rows, ptrs.data(), c.dv, want.data());
+    k->pv_accumulate_i8(p.data(), ldp, c.n_heads, c.n_rows, ptrs.data(), kBody, kGroup, c.dv,
+                        acc.data());
+    for (size_t i = 0; i < acc.size(); ++i) {
+      ASSERT_EQ(acc[i], want[i]) << c.n_heads << " heads, " << c.n_rows << " rows, dv " << c.dv
+                                 << ", head " << i / c.dv << " col " << i % c.dv;
+    }
+  }
+}
+
+TEST(AttentionI8Test, PvExtremeSumsStayExact) {
+  // 512 rows (the most one call takes) of -128 (stored byte 0) or +127 (255) at equal scales, every
+  // probability 1: every q is 32767 and the sums are 32767 * -128 * 512 = -2,147,418,112, 65,535
+  // from int32's limit, and 32767 * 127 * 512.
+  const KernelTable* k = Fast();
+  if (k == nullptr || k->pv_accumulate_i8 == nullptr) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  const KvRowFormat f = MlaInt8Row();
+  constexpr int kRows = 512;
+  for (const uint8_t stored : {uint8_t{0}, uint8_t{255}}) {
+    std::vector<uint8_t> rows(static_cast<size_t>(kRows) * f.RowBytes(), stored);
+    std::vector<const uint8_t*> ptrs;
+    ptrs.reserve(kRows);
+    for (int r = 0; r < kRows; ++r) {
+      uint8_t* row = rows.data() + static_cast<size_t>(r) * f.RowBytes();
+      const float scale = 0.5f;
+      for (int g = 0; g < kBody / kGroup; ++g)
+        std::memcpy(row + kBody + int64_t{4} * g, &scale, sizeof(scale));
+      ptrs.push_back(row);
+    }
+    const std::vector<float> p(size_t{2} * kRows, 1.0f);
+    std::vector<float> acc(size_t{2} * kBody, 0.0f);
+    k->pv_accumulate_i8(p.data(), kRows, 2, kRows, ptrs.data(), kBody, kGroup, kBody, acc.data());
+    const int64_t value = static_cast<int64_t>(stored) - 128;
+    const float want = static_cast<float>(static_cast<int32_t>(32767 * value * kRows)) *
+                       (0.5f / 32767.0f);
+    for (size_t i = 0; i < acc.size(); ++i) ASSERT_EQ(acc[i], want) << "stored " << int{stored};
+  }
+}
+
 TEST(AttentionI8Test, AttendMatchesDecodedRowsAndThreadCounts) {
   const KernelTable* k = Fast();
   if (k == nullptr || !UsesI8Kernels(*k, MlaSpec(16), MlaInt8Row())) {
