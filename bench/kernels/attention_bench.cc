@@ -184,6 +184,8 @@ BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx512bf16, Isa::kAvx512Bf16)
     ->Args({4096, 1, 1, 1})
     ->Args({4096, 0, 2, 1})
     ->Args({4096, 1, 2, 1})
+    ->Args({4640, 0, 2, 1})
+    ->Args({4640, 1, 2, 1})
     ->UseRealTime();
 BENCHMARK(BM_AttentionTileI8)->ArgName("pv")->Arg(0)->Arg(1);
 
