@@ -27,8 +27,9 @@ KvRowFormat MlaLatentRows(DType dtype) {
           .rope_tail_dim = 64};
 }
 
-AttentionSpec MlaDecodeSpec() {
-  return {.n_head_q = 16,
+// DeepSeek-V2-Lite's absorbed decode (16 heads; V2 and V3: 128).
+AttentionSpec MlaDecodeSpec(int n_head = 16) {
+  return {.n_head_q = n_head,
           .n_head_kv = 1,
           .head_dim_qk = 576,
           .head_dim_v = 512,
@@ -47,7 +48,7 @@ std::vector<uint8_t> RandomRows(const KvRowFormat& f, int64_t n_rows, Rng& rng) 
   return storage;
 }
 
-void BM_AbsorbedMlaDecode(benchmark::State& state, Isa isa) {
+void BM_AbsorbedMlaDecode(benchmark::State& state, Isa isa, int n_head) {
   if (!IsaSupported(isa)) {
     state.SkipWithError("ISA not supported on this CPU");
     return;
@@ -55,7 +56,7 @@ void BM_AbsorbedMlaDecode(benchmark::State& state, Isa isa) {
   const int64_t depth = state.range(0);
   // range(3) = 1: int8 rows (656 bytes instead of 1,152; the VNNI kernels with --isa fast).
   const KvRowFormat f = MlaLatentRows(state.range(3) != 0 ? DType::kI8 : DType::kBF16);
-  const AttentionSpec spec = MlaDecodeSpec();
+  const AttentionSpec spec = MlaDecodeSpec(n_head);
   constexpr int kBlock = 64;
   const int64_t n_blocks = (depth + kBlock - 1) / kBlock;
   Rng rng(2);
@@ -68,7 +69,8 @@ void BM_AbsorbedMlaDecode(benchmark::State& state, Isa isa) {
          .n_rows = static_cast<int32_t>(std::min<int64_t>(kBlock, depth - b * kBlock))});
   }
   const KvRows rows{.base = storage.data(), .block_stride = kBlock * f.RowBytes(), .format = f};
-  std::vector<float> q(16 * 576, 0.01f), out(16 * 512);
+  std::vector<float> q(static_cast<size_t>(n_head) * 576, 0.01f);
+  std::vector<float> out(static_cast<size_t>(n_head) * 512);
   const KernelTable& k = GetKernelTable(isa);
   // range(1) = 1: the cache is evicted from L2/L3 before every call (by reading 256 MB), as the
   // weights streamed between two decode steps' attention evict it in a real model.
@@ -155,9 +157,11 @@ void BM_AttentionTileI8(benchmark::State& state) {
       benchmark::Counter(instructions * calls / 1e9, benchmark::Counter::kIsRate);
 }
 
-BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, scalar, Isa::kScalar)->Args({4096, 0, 1, 0})->UseRealTime();
+BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, scalar, Isa::kScalar, 16)
+    ->Args({4096, 0, 1, 0})
+    ->UseRealTime();
 // AVX2 + FMA (CPUs without AVX-512): bf16 rows in exact float32; int8 rows.
-BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx2, Isa::kAvx2)
+BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx2, Isa::kAvx2, 16)
     ->ArgNames({"depth", "evict", "threads", "int8"})
     ->Args({4096, 0, 1, 0})
     ->Args({4096, 1, 1, 0})
@@ -167,13 +171,13 @@ BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx2, Isa::kAvx2)
     ->Args({4096, 0, 2, 1})
     ->Args({4096, 1, 2, 1})
     ->UseRealTime();
-BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx512, Isa::kAvx512)
+BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx512, Isa::kAvx512, 16)
     ->Args({4096, 0, 1, 0})
     ->Args({4096, 1, 1, 0})
     ->Args({16384, 0, 1, 0})
     ->UseRealTime();
 // `--isa fast`: bf16 query and probabilities, vdpbf16ps; int8 rows: VNNI.
-BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx512bf16, Isa::kAvx512Bf16)
+BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx512bf16, Isa::kAvx512Bf16, 16)
     ->ArgNames({"depth", "evict", "threads", "int8"})
     ->Args({4096, 0, 1, 0})
     ->Args({4096, 1, 1, 0})
@@ -187,6 +191,15 @@ BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx512bf16, Isa::kAvx512Bf16)
     ->Args({4640, 0, 2, 1})
     ->Args({4640, 1, 2, 1})
     ->UseRealTime();
+// V2 / V3's 128 heads: at depths under 1,024 rows (one to three context pieces) on 2 threads
+// AttendParallel also splits the heads (blocks of 16).
+BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx512bf16_128_heads, Isa::kAvx512Bf16, 128)
+    ->ArgNames({"depth", "evict", "threads", "int8"})
+    ->Args({256, 0, 2, 1})
+    ->Args({768, 0, 2, 1})
+    ->Args({256, 0, 2, 0})
+    ->Args({4096, 0, 2, 1})
+    ->UseRealTime();
 BENCHMARK(BM_AttentionTileI8)->ArgName("pv")->Arg(0)->Arg(1);
 
 // 24 independent accumulators zmm0..zmm23, operands zmm30 and zmm31 (zeroed first, so float
@@ -195,8 +208,9 @@ BENCHMARK(BM_AttentionTileI8)->ArgName("pv")->Arg(0)->Arg(1);
 #define MLARUN_ISSUE_8(op, a, b, c, d, e, f, g, h)                                        \
   MLARUN_ISSUE_1(op, a)                                                                   \
   MLARUN_ISSUE_1(op, b)                                                                   \
-  MLARUN_ISSUE_1(op, c) MLARUN_ISSUE_1(op, d) MLARUN_ISSUE_1(op, e) MLARUN_ISSUE_1(op, f) \
-      MLARUN_ISSUE_1(op, g) MLARUN_ISSUE_1(op, h)
+  MLARUN_ISSUE_1(op, c)                                                                   \
+  MLARUN_ISSUE_1(op, d) MLARUN_ISSUE_1(op, e) MLARUN_ISSUE_1(op, f) MLARUN_ISSUE_1(op, g) \
+      MLARUN_ISSUE_1(op, h)
 #define MLARUN_ISSUE_24(op)                        \
   MLARUN_ISSUE_8(op, 0, 1, 2, 3, 4, 5, 6, 7)       \
   MLARUN_ISSUE_8(op, 8, 9, 10, 11, 12, 13, 14, 15) \

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "kernels/matmul.h"  // WeightMatrix views of tile rows
@@ -13,9 +14,14 @@
 namespace mlarun {
 
 void ResetPartial(const AttentionSpec& spec, AttentionPartial partial) {
-  std::fill(partial.max_score, partial.max_score + spec.n_head_q, -INFINITY);
-  std::fill(partial.sum_exp, partial.sum_exp + spec.n_head_q, 0.0f);
-  std::fill(partial.acc, partial.acc + static_cast<size_t>(spec.n_head_q) * spec.head_dim_v, 0.0f);
+  ResetPartial(spec, partial, 0, spec.n_head_q);
+}
+
+void ResetPartial(const AttentionSpec& spec, AttentionPartial partial, int h_begin, int h_end) {
+  std::fill(partial.max_score + h_begin, partial.max_score + h_end, -INFINITY);
+  std::fill(partial.sum_exp + h_begin, partial.sum_exp + h_end, 0.0f);
+  const size_t dv = static_cast<size_t>(spec.head_dim_v);
+  std::fill(partial.acc + h_begin * dv, partial.acc + h_end * dv, 0.0f);
 }
 
 bool UsesI8Kernels(const KernelTable& k, const AttentionSpec& spec, const KvRowFormat& format) {
@@ -28,21 +34,45 @@ bool UsesI8Kernels(const KernelTable& k, const AttentionSpec& spec, const KvRowF
 
 void PrepareI8Query(const KernelTable& k, const AttentionSpec& spec, const KvRowFormat& format,
                     const float* q, I8QueryBuffer* out) {
+  SizeI8Query(spec, format, out);
+  QuantiseI8QueryHeads(k, spec, format, q, 0, spec.n_head_q, out);
+}
+
+void SizeI8Query(const AttentionSpec& spec, const KvRowFormat& format, I8QueryBuffer* out) {
   const int n_heads = spec.n_head_q;
+  const int body = format.head_dim_k - format.rope_tail_dim;
+  const int tail = format.rope_tail_dim;
+  const int group = format.quant_group;
+  const int n_groups = body / group;
+  const size_t blocks = static_cast<size_t>(n_heads / 16);
+  // Sized, not zero-filled: QuantiseI8QueryHeads writes every element of its heads (n_heads fills
+  // whole 16-lane blocks).
+  out->body.resize(blocks * static_cast<size_t>(body / 4) * 16);
+  out->scales.resize(blocks * static_cast<size_t>(n_groups) * 16);
+  out->offsets.resize(out->scales.size());
+  out->tail.resize(blocks * static_cast<size_t>(tail / 2) * 16);
+  out->view = {.n_heads = n_heads,
+               .body_dim = body,
+               .quant_group = group,
+               .tail_dim = tail,
+               .row_bytes = static_cast<int>(format.RowBytes()),
+               .body = out->body.data(),
+               .scales = out->scales.data(),
+               .offsets = out->offsets.data(),
+               .tail = out->tail.data()};
+}
+
+void QuantiseI8QueryHeads(const KernelTable& k, const AttentionSpec& spec,
+                          const KvRowFormat& format, const float* q, int h_begin, int h_end,
+                          I8QueryBuffer* out) {
   const int dk = format.head_dim_k;
   const int body = dk - format.rope_tail_dim;
   const int tail = format.rope_tail_dim;
   const int group = format.quant_group;
   const int n_groups = body / group;
-  const size_t blocks = static_cast<size_t>(n_heads / 16);
-  // Sized, not zero-filled: every element is written below (n_heads fills whole 16-lane blocks).
-  out->body.resize(blocks * static_cast<size_t>(body / 4) * 16);
-  out->scales.resize(blocks * static_cast<size_t>(n_groups) * 16);
-  out->offsets.resize(out->scales.size());
-  out->tail.resize(blocks * static_cast<size_t>(tail / 2) * 16);
-  std::vector<int8_t>& values = out->head_values;
+  thread_local std::vector<int8_t> values;  // one head's quantised body
   values.resize(static_cast<size_t>(body));
-  for (int h = 0; h < n_heads; ++h) {
+  for (int h = h_begin; h < h_end; ++h) {
     const float* qh = q + static_cast<ptrdiff_t>(h) * dk;
     const size_t hb = static_cast<size_t>(h / 16);
     const size_t lane = static_cast<size_t>(h % 16);
@@ -66,18 +96,22 @@ void PrepareI8Query(const KernelTable& k, const AttentionSpec& spec, const KvRow
           BF16Pair(F32ToBF16(qh[body + c]), F32ToBF16(qh[body + c + 1]));
     }
   }
-  out->view = {.n_heads = n_heads,
-               .body_dim = body,
-               .quant_group = group,
-               .tail_dim = tail,
-               .row_bytes = static_cast<int>(format.RowBytes()),
-               .body = out->body.data(),
-               .scales = out->scales.data(),
-               .offsets = out->offsets.data(),
-               .tail = out->tail.data()};
 }
 
 namespace {
+
+// Query heads [h_begin, h_end) of `q` (multiples of 16: its head blocks).
+I8Query I8QueryHeads(const I8Query& q, int h_begin, int h_end) {
+  const int64_t hb = h_begin / 16;
+  const int64_t n_groups = q.body_dim / q.quant_group;
+  I8Query out = q;
+  out.n_heads = h_end - h_begin;
+  out.body += hb * (q.body_dim / 4) * 16;
+  out.scales += hb * n_groups * 16;
+  out.offsets += hb * n_groups * 16;
+  out.tail += hb * (q.tail_dim / 2) * 16;
+  return out;
+}
 
 // The query the int8-row kernels read: args.i8_query if the caller prepared it, else `q`
 // quantised into `buffer`; null where the kernels do not apply.
@@ -118,6 +152,9 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
   const bool rounded = in_place && k.dot_rows_bf16_rounded != nullptr;
   const int group = spec.n_head_q / spec.n_head_kv;
   const int kv_end = args.kv_head_end < 0 ? spec.n_head_kv : args.kv_head_end;
+  const int q0 = args.q_head_begin;  // query heads [q0, q1) of each group
+  const int q1 = args.q_head_end < 0 ? group : args.q_head_end;
+  const int nq = q1 - q0;
   const int dk = spec.head_dim_qk;
   const int dv = spec.head_dim_v;
   const int values = format.ValuesPerRow();
@@ -133,32 +170,41 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
   probs.resize(scores.size());
   if (rounded) {
     q_bf16.resize(static_cast<size_t>(spec.n_head_q) * dk);
-    const int64_t q_begin = int64_t{args.kv_head_begin} * group * dk;
-    const int64_t q_end = int64_t{kv_end} * group * dk;
-    if (k.round_to_bf16 != nullptr) {
-      k.round_to_bf16(args.q + q_begin, q_end - q_begin, q_bf16.data() + q_begin);
-    } else {
-      for (int64_t i = q_begin; i < q_end; ++i)
-        q_bf16[static_cast<size_t>(i)] = F32ToBF16(args.q[i]);
+    for (int g = args.kv_head_begin; g < kv_end; ++g) {
+      const int64_t q_begin = (int64_t{g} * group + q0) * dk;
+      const int64_t q_end = (int64_t{g} * group + q1) * dk;
+      if (k.round_to_bf16 != nullptr) {
+        k.round_to_bf16(args.q + q_begin, q_end - q_begin, q_bf16.data() + q_begin);
+      } else {
+        for (int64_t i = q_begin; i < q_end; ++i)
+          q_bf16[static_cast<size_t>(i)] = F32ToBF16(args.q[i]);
+      }
     }
   } else if (in_place) {
     q_pairs.resize(static_cast<size_t>(spec.n_head_q) * dk);
-    for (int h = args.kv_head_begin * group; h < kv_end * group; ++h) {
-      k.bf16_pair_form(args.q + static_cast<ptrdiff_t>(h) * dk, dk,
-                       q_pairs.data() + static_cast<size_t>(h) * dk);
+    for (int g = args.kv_head_begin; g < kv_end; ++g) {
+      for (int h = g * group + q0; h < g * group + q1; ++h) {
+        k.bf16_pair_form(args.q + static_cast<ptrdiff_t>(h) * dk, dk,
+                         q_pairs.data() + static_cast<size_t>(h) * dk);
+      }
     }
   } else if (!int8_rows) {
     tile.resize(static_cast<size_t>(tile_rows) * values);
   }
   thread_local I8QueryBuffer own_i8_query;
   const I8Query* i8_query = int8_rows ? I8QueryFor(k, spec, format, args, &own_i8_query) : nullptr;
+  const I8Query i8_heads =
+      i8_query != nullptr && nq != group ? I8QueryHeads(*i8_query, q0, q1) : I8Query{};
+  if (i8_query != nullptr && nq != group) i8_query = &i8_heads;
   const size_t row_bytes = format.RowBytes();
   int n = 0;  // rows in the tile
   auto process_tile = [&] {
     for (int g = args.kv_head_begin; g < kv_end; ++g) {
-      // Scores of the group's heads: S [group, n] = Q_g [group, dk] K^T, as a small GEMM.
+      // Scores of the group's heads: S [nq, n] = Q_g [nq, dk] K^T, as a small GEMM. Row i of
+      // `scores` (and column i of `probs`) is head g * group + q0 + i.
       const uint16_t* k_rows[kMaxTileRows];
       const uint16_t* v_rows[kMaxTileRows];
+      const int64_t q_first = int64_t{g} * group + q0;
       if (int8_rows) {
         k.dot_rows_i8(raw_rows, n, *i8_query, scores.data(), n);
       } else if (in_place) {
@@ -168,11 +214,10 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
           v_rows[j] = row + format.VOffset(g);
         }
         if (rounded) {
-          k.dot_rows_bf16_rounded(k_rows, n, q_bf16.data() + static_cast<size_t>(g) * group * dk,
-                                  group, dk, scores.data(), n);
+          k.dot_rows_bf16_rounded(k_rows, n, q_bf16.data() + q_first * dk, nq, dk, scores.data(),
+                                  n);
         } else {
-          k.dot_rows_bf16(k_rows, n, q_pairs.data() + static_cast<size_t>(g) * group * dk, group,
-                          dk, scores.data(), n);
+          k.dot_rows_bf16(k_rows, n, q_pairs.data() + q_first * dk, nq, dk, scores.data(), n);
         }
       } else {
         const WeightMatrix keys{.dtype = DType::kF32,
@@ -180,11 +225,10 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
                                 .cols = dk,
                                 .data = tile.data() + static_cast<ptrdiff_t>(g) * format.head_dim_k,
                                 .row_stride = values};
-        k.matmul_rows(keys, 0, n, args.q + static_cast<ptrdiff_t>(g) * group * dk, group,
-                      scores.data(), n);
+        k.matmul_rows(keys, 0, n, args.q + q_first * dk, nq, scores.data(), n);
       }
-      for (int i = 0; i < group; ++i) {
-        const int h = g * group + i;
+      for (int i = 0; i < nq; ++i) {
+        const int h = static_cast<int>(q_first) + i;
         float* s_row = scores.data() + static_cast<size_t>(i) * n;
         const float tile_max = k.scale_bias_max(s_row, spec.scale, bias.data(), n);
         float* acc = partial.acc + static_cast<size_t>(h) * dv;
@@ -200,22 +244,22 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
         partial.sum_exp[h] += k.exp_shift_sum(s_row, partial.max_score[h], n);
         if (!rounded && !int8_rows) {  // the f32 P V reads the probabilities transposed
           for (int j = 0; j < n; ++j)
-            probs[static_cast<size_t>(j) * group + static_cast<size_t>(i)] = s_row[j];
+            probs[static_cast<size_t>(j) * nq + static_cast<size_t>(i)] = s_row[j];
         }
       }
-      // acc_h += sum_j p_hj v_j for the group's heads at once.
-      float* group_acc = partial.acc + static_cast<size_t>(g) * group * dv;
+      // acc_h += sum_j p_hj v_j for the selected heads at once.
+      float* heads_acc = partial.acc + static_cast<size_t>(q_first) * dv;
       if (int8_rows) {
-        k.pv_accumulate_i8(scores.data(), n, group, n, raw_rows,
+        k.pv_accumulate_i8(scores.data(), n, nq, n, raw_rows,
                            format.head_dim_k - format.rope_tail_dim, format.quant_group, dv,
-                           group_acc);
+                           heads_acc);
       } else if (rounded) {
-        k.pv_accumulate_bf16_rounded(scores.data(), n, group, n, v_rows, dv, group_acc);
+        k.pv_accumulate_bf16_rounded(scores.data(), n, nq, n, v_rows, dv, heads_acc);
       } else if (in_place) {
-        k.pv_accumulate_bf16(probs.data(), group, n, v_rows, dv, group_acc);
+        k.pv_accumulate_bf16(probs.data(), nq, n, v_rows, dv, heads_acc);
       } else {
-        k.pv_accumulate(probs.data(), group, n, tile.data() + format.VOffset(g), values, dv,
-                        group_acc);
+        k.pv_accumulate(probs.data(), nq, n, tile.data() + format.VOffset(g), values, dv,
+                        heads_acc);
       }
     }
     n = 0;
@@ -245,8 +289,13 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
 
 void MergePartial(const KernelTable& k, const AttentionSpec& spec, AttentionPartial into,
                   AttentionPartial other) {
+  MergePartial(k, spec, into, other, 0, spec.n_head_q);
+}
+
+void MergePartial(const KernelTable& k, const AttentionSpec& spec, AttentionPartial into,
+                  AttentionPartial other, int h_begin, int h_end) {
   const int dv = spec.head_dim_v;
-  for (int h = 0; h < spec.n_head_q; ++h) {
+  for (int h = h_begin; h < h_end; ++h) {
     if (other.sum_exp[h] == 0.0f) continue;
     const float m = std::max(into.max_score[h], other.max_score[h]);
     const float a = into.sum_exp[h] == 0.0f ? 0.0f : std::exp(into.max_score[h] - m);
@@ -267,8 +316,13 @@ void FinishPartial(const AttentionSpec& spec, AttentionPartial partial, int kv_h
                    int kv_head_end, float* out) {
   const int group = spec.n_head_q / spec.n_head_kv;
   const int kv_end = kv_head_end < 0 ? spec.n_head_kv : kv_head_end;
+  FinishHeads(spec, partial, kv_head_begin * group, kv_end * group, out);
+}
+
+void FinishHeads(const AttentionSpec& spec, AttentionPartial partial, int h_begin, int h_end,
+                 float* out) {
   const int dv = spec.head_dim_v;
-  for (int h = kv_head_begin * group; h < kv_end * group; ++h) {
+  for (int h = h_begin; h < h_end; ++h) {
     const float inv = partial.sum_exp[h] > 0.0f ? 1.0f / partial.sum_exp[h] : 0.0f;
     for (int i = 0; i < dv; ++i) out[h * dv + i] = partial.acc[h * dv + i] * inv;
   }
@@ -324,7 +378,71 @@ size_t PartialFloats(const AttentionSpec& spec) {
   return static_cast<size_t>(spec.n_head_q) * (2 + static_cast<size_t>(spec.head_dim_v));
 }
 
+// How AttendParallel splits the selected heads of each context piece: into n_blocks contiguous
+// ranges of kv heads or, with one kv head, of kAttentionHeadBlock query heads.
+struct HeadSplit {
+  int kv_begin = 0;
+  int kv_end = 0;
+  int q_blocks = 0;  // query head blocks of the one kv head's group (0: split kv heads)
+  int group = 0;
+  int n_blocks = 1;
+
+  // The query heads [first, second) of block b (contiguous: all of some kv heads' groups, or
+  // part of the one kv head's).
+  std::pair<int, int> Heads(int b) const {
+    const AttendArgs a = Block(AttendArgs{}, b);
+    const int q_end = a.q_head_end < 0 ? group : a.q_head_end;
+    if (q_blocks == 0) return {a.kv_head_begin * group, a.kv_head_end * group};
+    return {kv_begin * group + a.q_head_begin, kv_begin * group + q_end};
+  }
+
+  // The arguments of block b.
+  AttendArgs Block(const AttendArgs& args, int b) const {
+    AttendArgs out = args;
+    out.kv_head_begin = kv_begin;
+    out.kv_head_end = kv_end;
+    if (n_blocks == 1) return out;
+    if (q_blocks == 0) {
+      const int n = kv_end - kv_begin;
+      out.kv_head_begin = kv_begin + b * n / n_blocks;
+      out.kv_head_end = kv_begin + (b + 1) * n / n_blocks;
+    } else {
+      out.q_head_begin = kAttentionHeadBlock * (b * q_blocks / n_blocks);
+      out.q_head_end =
+          b + 1 == n_blocks ? group : kAttentionHeadBlock * ((b + 1) * q_blocks / n_blocks);
+    }
+    return out;
+  }
+};
+
+// Head blocks per piece: the fewest (at most one per kv head, or per 16 query heads of one kv
+// head) that give the threads equal numbers of items, or at least 4 items each; one where the
+// pieces already do. Per head the same operations run in the same order, so the split changes
+// no result.
+HeadSplit SplitHeads(const AttentionSpec& spec, const AttendArgs& args, int64_t n_pieces,
+                     int threads) {
+  HeadSplit split;
+  split.group = spec.n_head_q / spec.n_head_kv;
+  split.kv_begin = args.kv_head_begin;
+  split.kv_end = args.kv_head_end < 0 ? spec.n_head_kv : args.kv_head_end;
+  const int n_kv = split.kv_end - split.kv_begin;
+  split.q_blocks = n_kv == 1 ? (split.group + kAttentionHeadBlock - 1) / kAttentionHeadBlock : 0;
+  const int most = n_kv == 1 ? split.q_blocks : n_kv;
+  if (n_pieces == 0) return split;
+  int blocks = 1;
+  while (blocks < most && (n_pieces * blocks) % threads != 0 &&
+         n_pieces * blocks < int64_t{4} * threads)
+    ++blocks;
+  split.n_blocks = blocks;
+  return split;
+}
+
 }  // namespace
+
+int AttentionHeadBlocks(const AttentionSpec& spec, const AttendArgs& args, int64_t n_pieces,
+                        int threads) {
+  return SplitHeads(spec, args, n_pieces, threads).n_blocks;
+}
 
 void Attend(const KernelTable& k, const AttentionSpec& spec, const KvRows& rows,
             const AttendArgs& args, float* out) {
@@ -356,26 +474,55 @@ void AttendParallel(Exec& exec, const AttentionSpec& spec, const KvRows& rows,
   // instance).
   thread_local std::vector<std::vector<KvSpan>> chunks_buffer;
   thread_local std::vector<float> state_buffer;
+  thread_local I8QueryBuffer i8_query_buffer;  // the query prepared once for all chunks
   std::vector<std::vector<KvSpan>>& chunks = chunks_buffer;
   std::vector<float>& state = state_buffer;
+  I8QueryBuffer& i8_query = i8_query_buffer;
   SplitIntoChunks(args.spans, &chunks);
   const size_t floats = PartialFloats(spec);
   state.resize((chunks.size() + 1) * floats);
-  thread_local I8QueryBuffer i8_query;  // the query prepared once for all chunks
-  const I8Query* prepared = I8QueryFor(exec.k, spec, rows.format, args, &i8_query);
-  exec.pool.ParallelFor(static_cast<int64_t>(chunks.size()), [&](int64_t c, int) {
+  const HeadSplit split =
+      SplitHeads(spec, args, static_cast<int64_t>(chunks.size()), exec.pool.size());
+  const I8Query* prepared = nullptr;
+  if (split.n_blocks == 1) {
+    prepared = I8QueryFor(exec.k, spec, rows.format, args, &i8_query);
+  } else if (args.i8_query != nullptr) {
+    prepared = args.i8_query;
+  } else if (UsesI8Kernels(exec.k, spec, rows.format)) {  // each block quantises its heads
+    SizeI8Query(spec, rows.format, &i8_query);
+    exec.pool.ParallelFor(split.n_blocks, [&](int64_t b, int) {
+      const auto [h_begin, h_end] = split.Heads(static_cast<int>(b));
+      QuantiseI8QueryHeads(exec.k, spec, rows.format, args.q, h_begin, h_end, &i8_query);
+    });
+    prepared = &i8_query.view;
+  }
+  exec.pool.ParallelFor(static_cast<int64_t>(chunks.size()) * split.n_blocks, [&](int64_t item,
+                                                                                  int) {
+    const int64_t c = item / split.n_blocks;
+    const int b = static_cast<int>(item % split.n_blocks);
     const AttentionPartial piece = PartialAt(spec, state, (static_cast<size_t>(c) + 1) * floats);
-    ResetPartial(spec, piece);
-    AttendArgs chunk_args = args;
+    const auto [h_begin, h_end] = split.Heads(b);
+    ResetPartial(spec, piece, h_begin, h_end);
+    AttendArgs chunk_args = split.Block(args, b);
     chunk_args.spans = chunks[static_cast<size_t>(c)];
     chunk_args.i8_query = prepared;
     AttendPartial(exec.k, spec, rows, chunk_args, piece);
   });
+  // The pieces merged in order per head, each block's heads on one thread.
   const AttentionPartial total = PartialAt(spec, state, 0);
-  ResetPartial(spec, total);
-  for (size_t c = 0; c < chunks.size(); ++c)
-    MergePartial(exec.k, spec, total, PartialAt(spec, state, (c + 1) * floats));
-  FinishPartial(spec, total, args.kv_head_begin, args.kv_head_end, out);
+  auto merge_block = [&](int64_t b, int) {
+    const auto [h_begin, h_end] = split.Heads(static_cast<int>(b));
+    ResetPartial(spec, total, h_begin, h_end);
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      MergePartial(exec.k, spec, total, PartialAt(spec, state, (c + 1) * floats), h_begin, h_end);
+    }
+    FinishHeads(spec, total, h_begin, h_end, out);
+  };
+  if (split.n_blocks == 1) {
+    merge_block(0, 0);
+  } else {
+    exec.pool.ParallelFor(split.n_blocks, merge_block);
+  }
 }
 
 }  // namespace mlarun

@@ -70,6 +70,11 @@ struct AttendArgs {
   std::span<const KvSpan> spans;
   int kv_head_begin = 0;  // only kv heads [kv_head_begin, kv_head_end) and their query groups
   int kv_head_end = -1;   // -1: all
+  // Of each selected group, only query heads [q_head_begin, q_head_end) (indices within the group;
+  // -1: to its end); both multiples of kAttentionHeadBlock or the group's end. Every head's
+  // result is bitwise the same whichever heads are computed with it.
+  int q_head_begin = 0;
+  int q_head_end = -1;
   // q prepared for the int8-row kernels (UsesI8Kernels); null: prepared per call.
   const I8Query* i8_query = nullptr;
 };
@@ -85,7 +90,6 @@ struct I8QueryBuffer {
   std::vector<float> scales;
   std::vector<int32_t> offsets;
   std::vector<uint32_t> tail;
-  std::vector<int8_t> head_values;  // scratch: one head's quantised body
   I8Query view;
 };
 
@@ -94,18 +98,33 @@ struct I8QueryBuffer {
 // quantised, kv_row.cc) by k.quantize_group_i8; the tail rounded to bf16. Requires UsesI8Kernels.
 void PrepareI8Query(const KernelTable& k, const AttentionSpec& spec, const KvRowFormat& format,
                     const float* q, I8QueryBuffer* out);
+// PrepareI8Query in two steps, so that threads can quantise disjoint heads into one buffer: size
+// `out` (and set its view), then quantise query heads [h_begin, h_end) (multiples of 16 or
+// n_head_q).
+void SizeI8Query(const AttentionSpec& spec, const KvRowFormat& format, I8QueryBuffer* out);
+void QuantiseI8QueryHeads(const KernelTable& k, const AttentionSpec& spec,
+                          const KvRowFormat& format, const float* q, int h_begin, int h_end,
+                          I8QueryBuffer* out);
 
-// Accumulates the spans into `partial` (state for all n_head_q heads; only the selected groups
+// Accumulates the spans into `partial` (state for all n_head_q heads; only the selected heads
 // are touched). Initialise with ResetPartial.
 void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows& rows,
                    const AttendArgs& args, AttentionPartial partial);
 void ResetPartial(const AttentionSpec& spec, AttentionPartial partial);
+// The same for query heads [h_begin, h_end) only.
+void ResetPartial(const AttentionSpec& spec, AttentionPartial partial, int h_begin, int h_end);
 // Merges `other` into `into` (split-context attention).
 void MergePartial(const KernelTable& k, const AttentionSpec& spec, AttentionPartial into,
                   AttentionPartial other);
+// The same for query heads [h_begin, h_end) only.
+void MergePartial(const KernelTable& k, const AttentionSpec& spec, AttentionPartial into,
+                  AttentionPartial other, int h_begin, int h_end);
 // Writes out[h] = acc[h] / sum_exp[h] for the selected heads; out: [n_head_q, head_dim_v].
 void FinishPartial(const AttentionSpec& spec, AttentionPartial partial, int kv_head_begin,
                    int kv_head_end, float* out);
+// The same for query heads [h_begin, h_end).
+void FinishHeads(const AttentionSpec& spec, AttentionPartial partial, int h_begin, int h_end,
+                 float* out);
 
 // How the context is split. Attention is computed as partial softmax states of consecutive pieces
 // of the context, merged in order, so the result is the same whether the pieces run on one thread
@@ -116,14 +135,26 @@ constexpr int32_t kAttentionTileRows = 256;
 constexpr int32_t kAttentionMinChunkRows = 256;
 constexpr int32_t kAttentionMaxChunkRows = 1024;
 constexpr int32_t kAttentionTargetChunks = 4;
+// Query heads per item where AttendParallel also splits the heads of an MQA group (absorbed MLA):
+// the int8-row kernels' head block, a multiple of every kernel's head tiling.
+constexpr int kAttentionHeadBlock = 16;
 // Returns the rows per piece for a context of `n_rows` rows.
 int32_t AttentionChunkRows(int64_t n_rows);
 
 // One query token over its spans; out: [n_head_q, head_dim_v].
 void Attend(const KernelTable& k, const AttentionSpec& spec, const KvRows& rows,
             const AttendArgs& args, float* out);
-// The same, with the context pieces spread over the pool's threads (long-context decode).
+// The same, with the context pieces spread over the pool's threads (long-context decode); where
+// the pieces alone would leave threads idle, each piece's heads are split too (kv heads, or blocks
+// of kAttentionHeadBlock query heads of one kv head), which changes no result. args.q_head_begin
+// and q_head_end must be left at their defaults (the split sets them).
 void AttendParallel(Exec& exec, const AttentionSpec& spec, const KvRows& rows,
                     const AttendArgs& args, float* out);
+// The head blocks AttendParallel splits each of `n_pieces` context pieces into on `threads`
+// threads: the fewest that give every thread the same number of (piece, block) items or at least
+// 4, and at most the selected kv heads (GQA, MHA) or, with one kv head, its query heads' blocks
+// of kAttentionHeadBlock; so 1 where the pieces divide evenly.
+int AttentionHeadBlocks(const AttentionSpec& spec, const AttendArgs& args, int64_t n_pieces,
+                        int threads);
 
 }  // namespace mlarun
