@@ -134,6 +134,11 @@ TEST_P(ModelInvariantTest, PagedEqualsContiguousAndThreadsDoNotMatter) {
   // over the threads from kParallelRowsMin tokens on, each row by one thread.
   EXPECT_EQ(RunLogits(*model, ids, {.chunk = 15, .threads = 1}),
             RunLogits(*model, ids, {.chunk = 15, .threads = 3}));
+  // Token by token: one query's attention spread over the threads by context piece and, where the
+  // pieces leave threads idle, by kv head (tiny-llama-gqa's 2 on 3 or 5 threads).
+  const auto decode = RunLogits(*model, ids, {.chunk = 1, .block_size = 4, .threads = 1});
+  EXPECT_EQ(decode, RunLogits(*model, ids, {.chunk = 1, .block_size = 4, .threads = 3}));
+  EXPECT_EQ(decode, RunLogits(*model, ids, {.chunk = 1, .block_size = 4, .threads = 5}));
 }
 
 TEST_P(ModelInvariantTest, WindowCoveringTheSequenceEqualsFull) {
