@@ -87,8 +87,9 @@ struct KernelTable {
                                  const uint16_t* x_tiles, int64_t n_tokens, float* y, int64_t ldy);
   int64_t bf16_tiles_min_tokens = 0;
   // Optional (AMX-INT8 only): matmul_rows_q8 on AMX-INT8 tiles for 16 tokens or more (fewer: the
-  // VNNI kernel), bitwise the same results (cpu/amx_packed_q8.h). The AMX tables put it in
-  // matmul_rows_q8's place only where it measured faster (Q8TilesSpeedup): its first form ran at
+  // VNNI kernel), bitwise the same results (cpu/amx_packed_q8.h). The AMX tables' matmul_rows_q8
+  // takes it only where it measured faster (Q8TilesSpeedup, timed on the first batch of 16+
+  // tokens, so processes without one never time it): its first form ran at
   // half the VNNI kernel's rate on an Emerald Rapids VM (2026-12-04, docs/performance.md), and
   // the form here, restructured after that, was not timed on AMX hardware. `kernels_bench
   // --benchmark_filter=MatMul/amx_q8` times it in matmul_rows_q8's place.
@@ -192,9 +193,10 @@ const KernelTable& GetKernelTable(Isa isa);
 const KernelTable& FastestKernelTable();
 
 // The AMX-INT8 tiles' rate on packed Q8 products over the AVX-512 VNNI kernel's, measured once
-// per process (TimeQ8Products, a few ms) on CPUs with AMX-INT8 granted; 0 elsewhere. The AMX
-// tables multiply packed Q8 weights by the tiles where it exceeds kQ8TilesMinSpeedup (their
-// results are bitwise the VNNI kernel's, so the choice changes speed only).
+// per process (TimeQ8Products, a few ms; on the first call, which the AMX tables' matmul_rows_q8
+// makes at its first batch of 16+ tokens) on CPUs with AMX-INT8 granted; 0 elsewhere. The AMX
+// tables multiply such batches by the tiles where it exceeds kQ8TilesMinSpeedup (their results
+// are bitwise the VNNI kernel's, so the choice changes speed only).
 double Q8TilesSpeedup();
 inline constexpr double kQ8TilesMinSpeedup = 1.1;
 

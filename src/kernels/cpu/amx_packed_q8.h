@@ -22,7 +22,8 @@
 // accumulators (TILEZERO), adds the offsets in the scaling, and scales each block one block later,
 // while the tiles multiply the next; it is bitwise tested on the tile model and not yet timed (no
 // AMX machine since), so the AMX tables take it for matmul_rows_q8 only where it measures faster
-// than the VNNI kernel at start-up (KernelTable::matmul_rows_q8_tiles, Q8TilesSpeedup).
+// than the VNNI kernel, timed on the first batch of 16+ tokens (KernelTable::matmul_rows_q8_tiles,
+// Q8TilesSpeedup).
 //
 // Symbols: t token, n weight row, b block of 32 columns (the reduction of one tile product),
 // g group of 16 rows, h token half of a 32-token block.

@@ -170,6 +170,19 @@ void MatMulRowsQ8Tiles(const WeightMatrix& w, int64_t row_begin, int64_t row_end
   MatMulPackedQ8Tiles<HardwareTiles, Avx512Q8Lanes>(tiles, w, row_begin, row_end, x, y, ldy);
 }
 
+// The AMX tables' matmul_rows_q8: the tiles for batches of 16 tokens or more where they measured
+// faster than the VNNI kernel, else the VNNI kernel (bitwise the same results). The measurement
+// runs on the first such batch, so a process that never multiplies one (bf16 weights, int8
+// decode alone) never pays for it.
+void MatMulRowsQ8Chosen(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
+                        const Q8Activations& x, float* y, int64_t ldy) {
+  if (x.n_tokens >= kQ8GroupRows && detail::MeasuredQ8TilesSpeedup() > kQ8TilesMinSpeedup) {
+    MatMulRowsQ8Tiles(w, row_begin, row_end, x, y, ldy);
+    return;
+  }
+  detail::Avx512KernelTable().matmul_rows_q8(w, row_begin, row_end, x, y, ldy);
+}
+
 }  // namespace
 
 }  // namespace mlarun::amx
@@ -182,7 +195,7 @@ void InstallAmxKernels(KernelTable* t) {
   t->bf16_tiles_min_tokens = kBf16GroupRows;
   if (DetectCpuFeatures().amx_int8) {
     t->matmul_rows_q8_tiles = amx::MatMulRowsQ8Tiles;
-    if (MeasuredQ8TilesSpeedup() > kQ8TilesMinSpeedup) t->matmul_rows_q8 = amx::MatMulRowsQ8Tiles;
+    t->matmul_rows_q8 = amx::MatMulRowsQ8Chosen;
   }
   t->packed_bf16_fastest = true;
 }
