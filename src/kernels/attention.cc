@@ -50,7 +50,7 @@ void SizeI8Query(const AttentionSpec& spec, const KvRowFormat& format, I8QueryBu
   out->body.resize(blocks * static_cast<size_t>(body / 4) * 16);
   out->scales.resize(blocks * static_cast<size_t>(n_groups) * 16);
   out->offsets.resize(out->scales.size());
-  out->tail.resize(blocks * static_cast<size_t>(tail / 2) * 16);
+  out->tail.resize(blocks * static_cast<size_t>((tail + 3) / 4) * 32);
   out->view = {.n_heads = n_heads,
                .body_dim = body,
                .quant_group = group,
@@ -91,9 +91,14 @@ void QuantiseI8QueryHeads(const KernelTable& k, const AttentionSpec& spec,
           2 * (lane % 8) + static_cast<size_t>(c / 4 % 2);
       std::memcpy(&out->body[word], values.data() + c, 4);
     }
-    for (int c = 0; c < tail; c += 2) {
-      out->tail[(hb * static_cast<size_t>(tail / 2) + static_cast<size_t>(c / 2)) * 16 + lane] =
-          BF16Pair(F32ToBF16(qh[body + c]), F32ToBF16(qh[body + c + 1]));
+    const int tail_quads = (tail + 3) / 4;
+    for (int c = 0; c < 4 * tail_quads; c += 2) {  // I8Query's tail layout; 0 past the tail
+      const size_t word =
+          ((hb * static_cast<size_t>(tail_quads) + static_cast<size_t>(c / 4)) * 2 + lane / 8) *
+              16 +
+          2 * (lane % 8) + static_cast<size_t>(c / 2 % 2);
+      out->tail[word] =
+          c < tail ? BF16Pair(F32ToBF16(qh[body + c]), F32ToBF16(qh[body + c + 1])) : 0u;
     }
   }
 }
@@ -109,7 +114,7 @@ I8Query I8QueryHeads(const I8Query& q, int h_begin, int h_end) {
   out.body += hb * (q.body_dim / 4) * 16;
   out.scales += hb * n_groups * 16;
   out.offsets += hb * n_groups * 16;
-  out.tail += hb * (q.tail_dim / 2) * 16;
+  out.tail += hb * q.TailQuads() * 32;
   return out;
 }
 

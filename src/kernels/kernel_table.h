@@ -18,22 +18,27 @@ struct Q8Activations;
 // A query prepared for the int8-row attention kernels (dot_rows_i8): heads in blocks of 16; each
 // head's body (the values the rows hold as int8) quantised to int8 per group of `quant_group`
 // values (the rows' grouping, kv_row.h), its tail (the rows' bf16 part) rounded to bf16 pairs.
-// Scales, offsets and tail have one head per vector lane. The body is laid out for 8-byte
-// broadcasts of a row (two quads of 4 values): per block of 16 heads and pair of quads p, two
-// 16-word vectors, heads 0-7 then heads 8-15 of the block, where word 2m + e holds head m's
-// (resp. 8 + m's) quad 2p + e. Built by PrepareI8Query (attention.h).
+// Scales and offsets have one head per vector lane. Body and tail are laid out for 8-byte
+// broadcasts of a row (two quads of 4 int8 values, or two bf16 pairs): per block of 16 heads and
+// pair of quads (pairs) p, two 16-word vectors, heads 0-7 then heads 8-15 of the block, where word
+// 2m + e holds head m's (resp. 8 + m's) quad (pair) 2p + e; a head's two lanes are added after.
+// Built by PrepareI8Query (attention.h).
 //   body word of head h (block hb = h / 16, i = h % 16) and value c:
 //     ((hb * body_dim / 8 + c / 8) * 2 + i / 8) * 16 + 2 * (i % 8) + (c / 4) % 2, byte c % 4
+//   tail word of head h and tail value c (a pair past an odd last pair is 0):
+//     ((hb * TailQuads() + c / 4) * 2 + i / 8) * 16 + 2 * (i % 8) + (c / 2) % 2, half c % 2
 struct I8Query {
   int n_heads = 0;                   // multiple of 16
   int body_dim = 0;                  // multiple of quant_group
   int quant_group = 0;               // multiple of 64
   int tail_dim = 0;                  // even
   int row_bytes = 0;                 // bytes of one cached row (KvRowFormat::RowBytes)
-  const int32_t* body = nullptr;     // [n_heads / 16, body_dim / 8, 2, 16]: 4 int8 values a word
-  const float* scales = nullptr;     // [n_heads / 16, groups, 16]: the int8 values' scales
-  const int32_t* offsets = nullptr;  // [n_heads / 16, groups, 16]: -128 * the group's int8 sum
-  const uint32_t* tail = nullptr;    // [n_heads / 16, tail_dim / 2, 16]: bf16 pairs, low first
+  const int32_t* body = nullptr;     // [blocks, body_dim / 8, 2, 16]: 4 int8 values a word
+  const float* scales = nullptr;     // [blocks, groups, 16]: the int8 values' scales
+  const int32_t* offsets = nullptr;  // [blocks, groups, 16]: -128 * the group's int8 sum
+  const uint32_t* tail = nullptr;    // [blocks, TailQuads(), 2, 16]: bf16 pairs, low first
+
+  int TailQuads() const { return (tail_dim + 3) / 4; }  // pairs of tail pairs
 };
 
 // y[t * ldy + (r - row_begin)] = W[r, :] . x[t, :] for packed Q8 weights (KernelTable).

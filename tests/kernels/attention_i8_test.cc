@@ -44,11 +44,10 @@ const KernelTable* Fast() {
 }
 
 // `n` encoded rows of random values (magnitudes varying by group, as real latents do).
-std::vector<uint8_t> RandomRows(int n, uint64_t seed) {
-  const KvRowFormat f = MlaInt8Row();
+std::vector<uint8_t> RandomRows(int n, uint64_t seed, const KvRowFormat& f = MlaInt8Row()) {
   Rng rng(seed);
   std::vector<uint8_t> rows(static_cast<size_t>(n) * f.RowBytes());
-  std::vector<float> values(kBody + kTail);
+  std::vector<float> values(static_cast<size_t>(f.head_dim_k));
   for (int r = 0; r < n; ++r) {
     for (size_t i = 0; i < values.size(); ++i)
       values[i] = (1.0f + std::floor(static_cast<float>(i) / kGroup)) * rng.NextSymmetric();
@@ -57,9 +56,9 @@ std::vector<uint8_t> RandomRows(int n, uint64_t seed) {
   return rows;
 }
 
-std::vector<float> Decoded(const std::vector<uint8_t>& rows, int r) {
-  const KvRowFormat f = MlaInt8Row();
-  std::vector<float> v(kBody + kTail);
+std::vector<float> Decoded(const std::vector<uint8_t>& rows, int r,
+                           const KvRowFormat& f = MlaInt8Row()) {
+  std::vector<float> v(static_cast<size_t>(f.head_dim_k));
   DecodeKvRow(f, rows.data() + static_cast<size_t>(r) * f.RowBytes(), v.data());
   return v;
 }
@@ -70,7 +69,12 @@ double PreparedQuery(const I8Query& q, int h, int c) {
   const size_t lane = static_cast<size_t>(h % 16);
   if (c >= q.body_dim) {
     const int t = c - q.body_dim;
-    const uint32_t pair = q.tail[(hb * static_cast<size_t>(q.tail_dim / 2) + t / 2) * 16 + lane];
+    // I8Query's tail layout: like the body's, pairs of bf16 pairs.
+    const uint32_t pair =
+        q.tail[((hb * static_cast<size_t>(q.TailQuads()) + static_cast<size_t>(t / 4)) * 2 +
+                lane / 8) *
+                   16 +
+               2 * (lane % 8) + static_cast<size_t>(t / 2 % 2)];
     return BF16ToF32(static_cast<uint16_t>(t % 2 == 0 ? pair & 0xffffu : pair >> 16));
   }
   // I8Query's body layout (kernel_table.h): two 16-word vectors per pair of quads, heads 0-7 and
@@ -147,6 +151,47 @@ TEST(AttentionI8Test, ScoresMatchDoubleOnQuantisedInputs) {
   }
 }
 
+// The scores over tails of 64 values, 6 (an odd number of bf16 pairs: the kernel's last step
+// reads one pair of the row) and 2, over row counts around the kernel's 8-row steps.
+TEST(AttentionI8Test, ScoresMatchDoubleForEveryTailLength) {
+  const KernelTable* k = Fast();
+  if (k == nullptr || k->dot_rows_i8 == nullptr) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  for (const int tail : {kTail, 6, 2}) {
+    KvRowFormat f = MlaInt8Row();
+    f.head_dim_k = kBody + tail;
+    f.rope_tail_dim = tail;
+    AttentionSpec spec = MlaSpec(16);
+    spec.head_dim_qk = f.head_dim_k;
+    for (const int n_rows : {1, 7, 8, 21}) {
+      const std::vector<uint8_t> rows = RandomRows(n_rows, 40 + n_rows, f);
+      Rng rng(41);
+      std::vector<float> q(static_cast<size_t>(16 * f.head_dim_k));
+      for (float& v : q) v = rng.NextSymmetric();
+      I8QueryBuffer prepared;
+      PrepareI8Query(*k, spec, f, q.data(), &prepared);
+      std::vector<const uint8_t*> ptrs;
+      for (int r = 0; r < n_rows; ++r)
+        ptrs.push_back(rows.data() + static_cast<size_t>(r) * f.RowBytes());
+      std::vector<float> s(static_cast<size_t>(16 * n_rows));
+      k->dot_rows_i8(ptrs.data(), n_rows, prepared.view, s.data(), n_rows);
+      for (int j = 0; j < n_rows; ++j) {
+        const std::vector<float> row = Decoded(rows, j, f);
+        for (int h = 0; h < 16; ++h) {
+          double want = 0;
+          double magnitude = 0;
+          for (int c = 0; c < f.head_dim_k; ++c) {
+            const double term = PreparedQuery(prepared.view, h, c) * row[static_cast<size_t>(c)];
+            want += term;
+            magnitude += std::fabs(term);
+          }
+          ASSERT_NEAR(s[static_cast<size_t>(h * n_rows + j)], want, 1e-5 * magnitude + 1e-6)
+              << "tail " << tail << ", " << n_rows << " rows, row " << j << " head " << h;
+        }
+      }
+    }
+  }
+}
+
 TEST(AttentionI8Test, PvMatchesDoubleWithinInt16Steps) {
   const KernelTable* k = Fast();
   if (k == nullptr || k->pv_accumulate_i8 == nullptr) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
@@ -213,8 +258,7 @@ void PvInt16Model(const float* p, int ldp, int n_heads, int n_rows, const uint8_
     float top = 0.0f;
     std::vector<float> scales(static_cast<size_t>(n_rows));
     for (int j = 0; j < n_rows; ++j) {
-      std::memcpy(&scales[static_cast<size_t>(j)], rows[j] + kBody + int64_t{4} * g,
-                  sizeof(float));
+      std::memcpy(&scales[static_cast<size_t>(j)], rows[j] + kBody + int64_t{4} * g, sizeof(float));
       top = std::max(top, scales[static_cast<size_t>(j)]);
     }
     const float inv = top > 0.0f ? 32767.0f / top : 0.0f;
@@ -289,8 +333,8 @@ TEST(AttentionI8Test, PvExtremeSumsStayExact) {
     std::vector<float> acc(size_t{2} * kBody, 0.0f);
     k->pv_accumulate_i8(p.data(), kRows, 2, kRows, ptrs.data(), kBody, kGroup, kBody, acc.data());
     const int64_t value = static_cast<int64_t>(stored) - 128;
-    const float want = static_cast<float>(static_cast<int32_t>(32767 * value * kRows)) *
-                       (0.5f / 32767.0f);
+    const float want =
+        static_cast<float>(static_cast<int32_t>(32767 * value * kRows)) * (0.5f / 32767.0f);
     for (size_t i = 0; i < acc.size(); ++i) ASSERT_EQ(acc[i], want) << "stored " << int{stored};
   }
 }

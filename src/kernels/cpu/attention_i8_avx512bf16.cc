@@ -69,6 +69,56 @@ inline void StoreTransposed8x16(const __m512 (&acc)[8], float* s, int64_t lds) {
   });
 }
 
+// Lane l of a pair-lane sum: lane 2l (even) / 2l + 1 (odd) of the first vector for l < 8, of the
+// second after (_mm512_permutex2var_*).
+inline __m512i EvenLanes() {
+  return _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+}
+inline __m512i OddLanes() { return _mm512_add_epi32(EvenLanes(), _mm512_set1_epi32(1)); }
+
+// The 8 bytes of row tail pairs 2j and 2j + 1 broadcast to every 64-bit lane (the second 0 where
+// the tail has an odd number of pairs and j is the last).
+inline __m512i TailPairs(const uint8_t* tail, int64_t j, int tail_dim) {
+  if (4 * j + 4 <= tail_dim) {
+    int64_t pairs;
+    std::memcpy(&pairs, tail + 8 * j, sizeof(pairs));
+    return _mm512_set1_epi64(pairs);
+  }
+  uint32_t pair;
+  std::memcpy(&pair, tail + 8 * j, sizeof(pair));
+  return _mm512_set1_epi64(pair);
+}
+
+// The tail in pair lanes (I8Query's layout): t_low[i] / t_high[i] hold heads 0-7 / 8-15 of row i
+// in two lanes each, the even lane starting at the head's body sum (acc lane), the odd one at 0.
+// Adds q_tail . tail_r two bf16 pairs a step, then each head's two lanes (even + odd).
+// For R rows of a full block (16 heads); `tail` is the block's.
+template <int R>
+inline void AddTailTo(const uint8_t* const* rows, int64_t tail_offset, const I8Query& q,
+                      const uint32_t* tail, __m512 (&acc)[R]) {
+  const __m512i spread_low = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  const __m512i spread_high = _mm512_add_epi32(spread_low, _mm512_set1_epi32(8));
+  __m512 t_low[R];
+  __m512 t_high[R];
+  Unrolled<R>([&](auto i) {
+    t_low[i] = _mm512_maskz_permutexvar_ps(0x5555, spread_low, acc[i]);
+    t_high[i] = _mm512_maskz_permutexvar_ps(0x5555, spread_high, acc[i]);
+  });
+  for (int64_t j = 0; j < q.TailQuads(); ++j) {
+    const __m512bh q_low = (__m512bh)_mm512_loadu_si512(tail + j * 32);
+    const __m512bh q_high = (__m512bh)_mm512_loadu_si512(tail + j * 32 + 16);
+    Unrolled<R>([&](auto i) {
+      const __m512bh b = (__m512bh)TailPairs(rows[i] + tail_offset, j, q.tail_dim);
+      t_low[i] = _mm512_dpbf16_ps(t_low[i], b, q_low);
+      t_high[i] = _mm512_dpbf16_ps(t_high[i], b, q_high);
+    });
+  }
+  Unrolled<R>([&](auto i) {
+    acc[i] = _mm512_add_ps(_mm512_permutex2var_ps(t_low[i], EvenLanes(), t_high[i]),
+                           _mm512_permutex2var_ps(t_low[i], OddLanes(), t_high[i]));
+  });
+}
+
 // Scores of R rows against the 16 heads of head block `hb`. The rows' bodies hold value + 128
 // (kv_row.h), vpdpbusd's unsigned operand, read in place; q's offsets hold -128 * sum(q_int) per
 // group, which makes each group's sum the exact signed dot product. The body: a row's 8 bytes (2
@@ -77,7 +127,8 @@ inline void StoreTransposed8x16(const __m512 (&acc)[8], float* s, int64_t lds) {
 // group the two lanes of a head are added (exact in int32). With one 4-byte broadcast per
 // vpdpbusd (heads in the lanes) a core issued 5.4-5.6 G vpdpbusd per second in a register-and-L1
 // loop of this kernel's shape, with 8-byte broadcasts 6.4-6.6 (of ~6.7: two per cycle;
-// 2026-12-04, AMD VM). The tail: a row's bf16 pair broadcast against 16 heads.
+// 2026-12-04, AMD VM). The tail likewise: two bf16 pairs of a row against two vectors of q
+// (AddTailTo).
 template <int R>
 inline void DotRowsI8Tile(const uint8_t* const* rows, const I8Query& q, int hb, float* s,
                           int64_t lds) {
@@ -86,10 +137,9 @@ inline void DotRowsI8Tile(const uint8_t* const* rows, const I8Query& q, int hb, 
   const int32_t* body = q.body + static_cast<int64_t>(hb) * (q.body_dim / 4) * 16;
   const float* q_scales = q.scales + static_cast<int64_t>(hb) * n_groups * 16;
   const int32_t* offsets = q.offsets + static_cast<int64_t>(hb) * n_groups * 16;
-  const uint32_t* tail = q.tail + static_cast<int64_t>(hb) * (q.tail_dim / 2) * 16;
-  // Lane l of the heads' sums: lane 2l (even) / 2l + 1 (odd) of `low` for l < 8, of `high` after.
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  const uint32_t* tail = q.tail + static_cast<int64_t>(hb) * q.TailQuads() * 32;
+  const __m512i even = EvenLanes();
+  const __m512i odd = OddLanes();
   __m512 acc[R];
   Unrolled<R>([&](auto i) { acc[i] = _mm512_setzero_ps(); });
   for (int64_t g = 0; g < n_groups; ++g) {
@@ -122,15 +172,7 @@ inline void DotRowsI8Tile(const uint8_t* const* rows, const I8Query& q, int hb, 
                                _mm512_mul_ps(qs, _mm512_set1_ps(row_scale)), acc[i]);
     });
   }
-  const int64_t tail_offset = q.body_dim + 4 * n_groups;
-  for (int64_t j = 0; j < q.tail_dim / 2; ++j) {
-    const __m512bh qt = (__m512bh)_mm512_loadu_si512(tail + j * 16);
-    Unrolled<R>([&](auto i) {
-      int32_t pair;
-      std::memcpy(&pair, rows[i] + tail_offset + 4 * j, sizeof(pair));
-      acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)_mm512_set1_epi32(pair), qt);
-    });
-  }
+  AddTailTo<R>(rows, q.body_dim + 4 * n_groups, q, tail, acc);
   if constexpr (R == 8) {
     StoreTransposed8x16(acc, s + static_cast<int64_t>(hb) * 16 * lds, lds);
   } else {
