@@ -169,9 +169,9 @@ TEST(AttentionI8Test, ScoresMatchDoubleForEveryTailLength) {
       for (float& v : q) v = rng.NextSymmetric();
       I8QueryBuffer prepared;
       PrepareI8Query(*k, spec, f, q.data(), &prepared);
-      std::vector<const uint8_t*> ptrs;
+      std::vector<const uint8_t*> ptrs(static_cast<size_t>(n_rows));
       for (int r = 0; r < n_rows; ++r)
-        ptrs.push_back(rows.data() + static_cast<size_t>(r) * f.RowBytes());
+        ptrs[static_cast<size_t>(r)] = rows.data() + static_cast<size_t>(r) * f.RowBytes();
       std::vector<float> s(static_cast<size_t>(16 * n_rows));
       k->dot_rows_i8(ptrs.data(), n_rows, prepared.view, s.data(), n_rows);
       for (int j = 0; j < n_rows; ++j) {
