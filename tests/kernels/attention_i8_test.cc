@@ -286,7 +286,7 @@ TEST(AttentionI8Test, PvIsBitwiseTheExactInt16Products) {
     int n_heads, n_rows, dv;
   };
   for (const Case c : {Case{16, 256, 512}, Case{16, 512, 512}, Case{9, 31, 448}, Case{1, 1, 64},
-                       Case{3, 5, 192}, Case{16, 3, 512}, Case{2, 130, 320}}) {
+                       Case{3, 5, 192}, Case{16, 3, 512}, Case{2, 130, 320}, Case{43, 77, 512}}) {
     const std::vector<uint8_t> rows = RandomRows(c.n_rows, 5 + c.n_rows);
     std::vector<const uint8_t*> ptrs;
     ptrs.reserve(static_cast<size_t>(c.n_rows));
