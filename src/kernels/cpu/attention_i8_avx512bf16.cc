@@ -225,9 +225,10 @@ inline void PvSliceI8(const uint32_t* pairs, int64_t ldq, const float* unit, int
   __m512i lo[NH];
   __m512i hi[NH];
   Unrolled<NH>([&](auto h) { lo[h] = hi[h] = _mm512_setzero_si512(); });
-  for (int64_t i = 0; i < n_pairs; ++i) {
-    const __m512i v0 = load(rows[2 * i] + c);
-    const __m512i v1 = 2 * i + 1 < n_rows ? load(rows[2 * i + 1] + c) : _mm512_setzero_si512();
+  // A pair of rows a step, the loop one basic block: with the odd last row's test inside it, GCC
+  // kept some heads' accumulators in other registers and copied them in and out on every step
+  // (also the pressure-aware scheduling this file is compiled with, kernels/CMakeLists.txt).
+  auto add_pair = [&](int64_t i, __m512i v0, __m512i v1) {
     const __m512i vlo = _mm512_unpacklo_epi16(v0, v1);
     const __m512i vhi = _mm512_unpackhi_epi16(v0, v1);
     Unrolled<NH>([&](auto h) {
@@ -235,8 +236,18 @@ inline void PvSliceI8(const uint32_t* pairs, int64_t ldq, const float* unit, int
       lo[h] = DpWssd(lo[h], vlo, p);
       hi[h] = DpWssd(hi[h], vhi, p);
     });
+  };
+  const int64_t full_pairs = n_rows / 2;
+  for (int64_t i = 0; i < full_pairs; ++i) {
+    add_pair(i, load(rows[2 * i] + c), load(rows[2 * i + 1] + c));
   }
-  for (int h = 0; h < NH; ++h) {
+  // An odd last row: its pair's second probability is 0 (PvAccumulateI8 pads with 0), so any
+  // values stand in for the missing row's and add exactly 0.
+  if (full_pairs < n_pairs) {
+    const __m512i v0 = load(rows[2 * full_pairs] + c);
+    add_pair(full_pairs, v0, v0);
+  }
+  Unrolled<NH>([&](auto h) {
     const __m512 u = _mm512_set1_ps(unit[h]);
     const __m512 flo = _mm512_mul_ps(_mm512_cvtepi32_ps(lo[h]), u);
     const __m512 fhi = _mm512_mul_ps(_mm512_cvtepi32_ps(hi[h]), u);
@@ -245,7 +256,7 @@ inline void PvSliceI8(const uint32_t* pairs, int64_t ldq, const float* unit, int
                      _mm512_add_ps(_mm512_loadu_ps(out), _mm512_permutex2var_ps(flo, back0, fhi)));
     _mm512_storeu_ps(out + 16, _mm512_add_ps(_mm512_loadu_ps(out + 16),
                                              _mm512_permutex2var_ps(flo, back1, fhi)));
-  }
+  });
 }
 
 void PvAccumulateI8(const float* p, int ldp, int n_heads, int n_rows, const uint8_t* const* rows,
