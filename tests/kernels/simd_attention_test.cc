@@ -145,7 +145,7 @@ TEST_P(SimdAttentionTest, LongContextAttentionMatchesScalarOverManyTiles) {
 
 TEST_P(SimdAttentionTest, RoundedBf16DotRowsAndPvMatchDoubleReference) {
   if (simd().dot_rows_bf16_rounded == nullptr) GTEST_SKIP() << "no bf16 attention in this ISA";
-  for (int n_heads : {1, 3, 8, 16}) {
+  for (int n_heads : {1, 3, 8, 16, 40}) {  // 40: two blocks of 16 and 8 in 4 x 4 tiles
     for (int dim : {7, 40, 64, 576}) {
       for (int n_rows : {1, 13, 32}) {
         const std::vector<float> rows_f = Random(static_cast<size_t>(n_rows * (dim + 3)), 51);

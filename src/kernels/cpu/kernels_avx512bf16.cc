@@ -4,10 +4,12 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "core/dtype.h"
 #include "core/scratch_vector.h"
+#include "kernels/cpu/lane_transpose.h"
 #include "kernels/cpu/row_prefetch.h"
 #include "kernels/cpu/token_tiles.h"
 #include "kernels/cpu/unrolled.h"
@@ -164,10 +166,90 @@ inline float DotOne(const uint16_t* row, const uint16_t* q, int64_t dim) {
   return _mm512_reduce_add_ps(acc);
 }
 
+// Scores of R rows against a block of 16 heads by broadcasts of a row's two bf16 pairs (8 bytes)
+// against two vectors of the query (heads 0-7 and 8-15, a head in two lanes, one per pair; the
+// layout of I8Query's tail, kernel_table.h), 2 vdpbf16ps per broadcast and no reduction across
+// lanes but each head's two lanes added last. The 4 x 4 tiles (DotTile4x4: 8 loads per 16
+// vdpbf16ps, then a 16-vector reduction per tile) ran the core's vdpbf16ps at ~62% of its issue
+// rate in BM_AbsorbedMlaDecode (bf16 rows, 16 heads, 2026-12-05). qp: [dim / 4, 2, 16] words.
+template <int R>
+inline void DotRowsBf16Block(const uint16_t* const* rows, const uint32_t* qp, int64_t dim, float* s,
+                             int64_t lds) {
+  __m512 low[R];
+  __m512 high[R];
+  Unrolled<R>([&](auto i) { low[i] = high[i] = _mm512_setzero_ps(); });
+  for (int64_t j = 0; j < dim / 4; ++j) {
+    const __m512bh q_low = (__m512bh)_mm512_loadu_si512(qp + j * 32);
+    const __m512bh q_high = (__m512bh)_mm512_loadu_si512(qp + j * 32 + 16);
+    Unrolled<R>([&](auto i) {
+      int64_t pairs;
+      std::memcpy(&pairs, rows[i] + 4 * j, sizeof(pairs));
+      const __m512bh b = (__m512bh)_mm512_set1_epi64(pairs);
+      low[i] = _mm512_dpbf16_ps(low[i], b, q_low);
+      high[i] = _mm512_dpbf16_ps(high[i], b, q_high);
+    });
+  }
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  __m512 sums[R];
+  Unrolled<R>([&](auto i) {
+    sums[i] = _mm512_add_ps(_mm512_permutex2var_ps(low[i], even, high[i]),
+                            _mm512_permutex2var_ps(low[i], odd, high[i]));
+  });
+  if constexpr (R == 8) {
+    StoreTransposed8x16(sums, s, lds);
+  } else {
+    alignas(64) float lanes[R][16];
+    Unrolled<R>([&](auto i) { _mm512_store_ps(lanes[i], sums[i]); });
+    for (int l = 0; l < 16; ++l) {
+      for (int i = 0; i < R; ++i) s[l * lds + i] = lanes[i][l];
+    }
+  }
+}
+
+// DotRowsBf16Rounded for n_heads a multiple of 16 and dim of 4 (absorbed MLA's 576).
+void DotRowsBf16Blocks(const uint16_t* const* rows, int64_t n_rows, const uint16_t* q,
+                       int64_t n_heads, int64_t dim, float* s, int64_t lds) {
+  thread_local std::vector<uint32_t> qp;  // [n_heads / 16, dim / 4, 2, 16]
+  ResizeScratch(&qp, static_cast<size_t>(n_heads / 16 * dim * 8));
+  // Head h's values 4j .. 4j + 3 (8 bytes) go to lanes 2 (i % 8), + 1 of vector i / 8 of chunk j.
+  for (int64_t h = 0; h < n_heads; ++h) {
+    const int64_t i = h % 16;
+    char* out =
+        reinterpret_cast<char*>(qp.data()) + ((h / 16 * (dim / 4)) * 2 + i / 8) * 64 + (i % 8) * 8;
+    const uint16_t* qh = q + h * dim;
+    for (int64_t j = 0; j < dim / 4; ++j) std::memcpy(out + j * 128, qh + 4 * j, 8);
+  }
+  constexpr int kRows = 8;
+  const int64_t row_bytes = dim * 2;
+  for (int64_t block = 0; block < n_heads / 16; ++block) {
+    const uint32_t* qb = qp.data() + block * dim * 8;
+    float* sb = s + block * 16 * lds;
+    int64_t r = 0;
+    for (; r + kRows <= n_rows; r += kRows) {
+      if (block == 0)
+        PrefetchRowsAtOnce(rows, r + kRows, std::min(n_rows, r + int64_t{2} * kRows), row_bytes);
+      DotRowsBf16Block<kRows>(rows + r, qb, dim, sb + r, lds);
+    }
+    for (; r < n_rows; ++r) DotRowsBf16Block<1>(rows + r, qb, dim, sb + r, lds);
+  }
+}
+
 void DotRowsBf16Rounded(const uint16_t* const* rows, int n_rows, const uint16_t* q, int n_heads,
                         int dim_int, float* s, int lds_int) {
   const int64_t dim = dim_int;
   const int64_t lds = lds_int;
+  // Whole blocks of 16 heads by DotRowsBf16Blocks, the rest (fewer than 16) by 4 x 4 tiles: a
+  // head's kernel depends only on its index in the call, so AttendParallel's head blocks (of 16)
+  // give the same scores as one call over all heads.
+  if (dim % 4 == 0 && n_heads >= 16) {
+    const int blocked = n_heads / 16 * 16;
+    DotRowsBf16Blocks(rows, n_rows, q, blocked, dim, s, lds);
+    if (blocked == n_heads) return;
+    q += blocked * dim;
+    s += blocked * lds;
+    n_heads -= blocked;
+  }
   const int64_t row_bytes = dim * 2;
   int64_t r = 0;
   for (; r + 4 <= n_rows; r += 4) {
