@@ -169,12 +169,23 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
   thread_local std::vector<float> q_pairs;
   thread_local std::vector<float> probs;      // [n, group]: the scores' transpose, as P V reads it
   thread_local std::vector<uint16_t> q_bf16;  // rounded: [n_head_q, dk]
+  // rounded, where the table has the two-step kernels: each group's whole blocks of 16 selected
+  // heads laid out once (bf16_query_blocks) for all tiles; [n_head_q / 16 blocks' words].
+  thread_local std::vector<uint32_t> q_blocks;
   const uint8_t* raw_rows[kMaxTileRows];
   bias.resize(tile_rows);
   scores.resize(static_cast<size_t>(group) * tile_rows);
   probs.resize(scores.size());
+  // Rounded: heads [q0, q0 + blocked) of each group by dot_rows_bf16_blocks (the query laid out
+  // once here), the rest by dot_rows_bf16_rounded, which scores a call's first whole blocks of 16
+  // heads the same way; so a head's kernel depends only on its index from q0 (a multiple of 16
+  // under AttendParallel's head split), as before.
+  const int blocked =
+      rounded && k.dot_rows_bf16_blocks != nullptr && dk % 4 == 0 ? nq / 16 * 16 : 0;
+  const int64_t block_words = blocked > 0 ? BF16QueryBlockWords(blocked, dk) : 0;
   if (rounded) {
     q_bf16.resize(static_cast<size_t>(spec.n_head_q) * dk);
+    q_blocks.resize(static_cast<size_t>(spec.n_head_kv * block_words));
     for (int g = args.kv_head_begin; g < kv_end; ++g) {
       const int64_t q_begin = (int64_t{g} * group + q0) * dk;
       const int64_t q_end = (int64_t{g} * group + q1) * dk;
@@ -183,6 +194,10 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
       } else {
         for (int64_t i = q_begin; i < q_end; ++i)
           q_bf16[static_cast<size_t>(i)] = F32ToBF16(args.q[i]);
+      }
+      if (blocked > 0) {
+        k.bf16_query_blocks(q_bf16.data() + q_begin, blocked, dk,
+                            q_blocks.data() + g * block_words);
       }
     }
   } else if (in_place) {
@@ -219,8 +234,14 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
           v_rows[j] = row + format.VOffset(g);
         }
         if (rounded) {
-          k.dot_rows_bf16_rounded(k_rows, n, q_bf16.data() + q_first * dk, nq, dk, scores.data(),
-                                  n);
+          if (blocked > 0) {
+            k.dot_rows_bf16_blocks(k_rows, n, q_blocks.data() + g * block_words, blocked, dk,
+                                   scores.data(), n);
+          }
+          if (blocked < nq) {
+            k.dot_rows_bf16_rounded(k_rows, n, q_bf16.data() + (q_first + blocked) * dk,
+                                    nq - blocked, dk, scores.data() + int64_t{blocked} * n, n);
+          }
         } else {
           k.dot_rows_bf16(k_rows, n, q_pairs.data() + q_first * dk, nq, dk, scores.data(), n);
         }

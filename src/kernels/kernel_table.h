@@ -157,6 +157,14 @@ struct KernelTable {
   // s[h * lds + j] = q_bf16[h] . rows[j]; q_bf16: [n_heads, dim].
   void (*dot_rows_bf16_rounded)(const uint16_t* const* rows, int n_rows, const uint16_t* q_bf16,
                                 int n_heads, int dim, float* s, int lds);
+  // Optional (AVX512-BF16): dot_rows_bf16_rounded in two steps, for n_heads a multiple of 16 and
+  // dim of 4, so that a caller scoring many tiles lays the query out once: bf16_query_blocks
+  // writes q_bf16 [n_heads, dim] as I8Query's tail layout (blocks of 16 heads, [n_heads / 16,
+  // dim / 4, 2, 16] words: BF16QueryBlockWords), dot_rows_bf16_blocks scores rows against it,
+  // bitwise as dot_rows_bf16_rounded over the same heads.
+  void (*bf16_query_blocks)(const uint16_t* q_bf16, int n_heads, int dim, uint32_t* out);
+  void (*dot_rows_bf16_blocks)(const uint16_t* const* rows, int n_rows, const uint32_t* q_blocks,
+                               int n_heads, int dim, float* s, int lds);
   // acc[h, :] += sum_j bf16(p[h * ldp + j]) v_rows[j] for h < n_heads, j < n_rows (p: float32
   // [n_heads, ldp], rounded to nearest even bf16 by vcvtne2ps2bf16, which reads denormals as 0).
   void (*pv_accumulate_bf16_rounded)(const float* p, int ldp, int n_heads, int n_rows,
@@ -185,6 +193,9 @@ struct KernelTable {
   // that loading should pack them where it copies the weights anyway (Pack16BitFor).
   bool packed_bf16_fastest = false;
 };
+
+// Words of bf16_query_blocks' output for n_heads (a multiple of 16) and dim (of 4).
+inline int64_t BF16QueryBlockWords(int n_heads, int dim) { return int64_t{n_heads} / 16 * dim * 8; }
 
 // Returns the table for `isa`; the caller must check IsaSupported(isa) first.
 const KernelTable& GetKernelTable(Isa isa);

@@ -143,6 +143,41 @@ TEST_P(SimdAttentionTest, LongContextAttentionMatchesScalarOverManyTiles) {
   }
 }
 
+// The two-step form (the query laid out once, bf16_query_blocks, then dot_rows_bf16_blocks per
+// tile, as AttendPartial uses it) gives dot_rows_bf16_rounded's scores bitwise.
+TEST_P(SimdAttentionTest, Bf16BlockScoresAreBitwiseTheRoundedKernel) {
+  if (simd().dot_rows_bf16_blocks == nullptr) GTEST_SKIP() << "no two-step bf16 scores here";
+  for (int n_heads : {16, 48}) {
+    for (int dim : {4, 40, 576}) {
+      for (int n_rows : {1, 13, 32}) {
+        const std::vector<float> rows_f =
+            Random(static_cast<size_t>(n_rows) * static_cast<size_t>(dim), 61);
+        std::vector<uint16_t> rows_h(rows_f.size());
+        for (size_t i = 0; i < rows_f.size(); ++i) rows_h[i] = F32ToBF16(rows_f[i]);
+        std::vector<const uint16_t*> ptrs(static_cast<size_t>(n_rows));
+        for (int j = 0; j < n_rows; ++j) {
+          ptrs[static_cast<size_t>(j)] =
+              rows_h.data() + static_cast<ptrdiff_t>((j * 7) % n_rows) * dim;
+        }
+        const std::vector<float> q_f =
+            Random(static_cast<size_t>(n_heads) * static_cast<size_t>(dim), 62);
+        std::vector<uint16_t> q_h(q_f.size());
+        for (size_t i = 0; i < q_f.size(); ++i) q_h[i] = F32ToBF16(q_f[i]);
+        const int lds = n_rows + 1;
+        std::vector<float> want(static_cast<size_t>(n_heads) * static_cast<size_t>(lds), -1.0f);
+        simd().dot_rows_bf16_rounded(ptrs.data(), n_rows, q_h.data(), n_heads, dim, want.data(),
+                                     lds);
+        std::vector<uint32_t> q_blocks(static_cast<size_t>(BF16QueryBlockWords(n_heads, dim)));
+        simd().bf16_query_blocks(q_h.data(), n_heads, dim, q_blocks.data());
+        std::vector<float> got(want.size(), -1.0f);
+        simd().dot_rows_bf16_blocks(ptrs.data(), n_rows, q_blocks.data(), n_heads, dim, got.data(),
+                                    lds);
+        ASSERT_EQ(got, want) << n_heads << " heads, dim " << dim << ", " << n_rows << " rows";
+      }
+    }
+  }
+}
+
 TEST_P(SimdAttentionTest, RoundedBf16DotRowsAndPvMatchDoubleReference) {
   if (simd().dot_rows_bf16_rounded == nullptr) GTEST_SKIP() << "no bf16 attention in this ISA";
   for (int n_heads : {1, 3, 8, 16, 40}) {  // 40: two blocks of 16 and 8 in 4 x 4 tiles

@@ -207,28 +207,35 @@ inline void DotRowsBf16Block(const uint16_t* const* rows, const uint32_t* qp, in
   }
 }
 
-// DotRowsBf16Rounded for n_heads a multiple of 16 and dim of 4 (absorbed MLA's 576).
-void DotRowsBf16Blocks(const uint16_t* const* rows, int64_t n_rows, const uint16_t* q,
-                       int64_t n_heads, int64_t dim, float* s, int64_t lds) {
-  thread_local std::vector<uint32_t> qp;  // [n_heads / 16, dim / 4, 2, 16]
-  ResizeScratch(&qp, static_cast<size_t>(n_heads / 16 * dim * 8));
-  // Head h's values 4j .. 4j + 3 (8 bytes) go to lanes 2 (i % 8), + 1 of vector i / 8 of chunk j.
+// bf16_query_blocks: head h's values 4j .. 4j + 3 (8 bytes) go to lanes 2 (i % 8), + 1 of
+// vector i / 8 of chunk j (i = h % 16).
+void Bf16QueryBlocks(const uint16_t* q, int n_heads, int dim_int, uint32_t* out_words) {
+  const int64_t dim = dim_int;
   for (int64_t h = 0; h < n_heads; ++h) {
     const int64_t i = h % 16;
     char* out =
-        reinterpret_cast<char*>(qp.data()) + ((h / 16 * (dim / 4)) * 2 + i / 8) * 64 + (i % 8) * 8;
+        reinterpret_cast<char*>(out_words) + ((h / 16 * (dim / 4)) * 2 + i / 8) * 64 + (i % 8) * 8;
     const uint16_t* qh = q + h * dim;
     for (int64_t j = 0; j < dim / 4; ++j) std::memcpy(out + j * 128, qh + 4 * j, 8);
   }
+}
+
+// dot_rows_bf16_blocks: DotRowsBf16Block over 8 rows a step, the next 8 prefetched at once.
+void DotRowsBf16Blocks(const uint16_t* const* rows, int n_rows_int, const uint32_t* qp, int n_heads,
+                       int dim_int, float* s, int lds_int) {
   constexpr int kRows = 8;
+  const int64_t n_rows = n_rows_int;
+  const int64_t dim = dim_int;
+  const int64_t lds = lds_int;
   const int64_t row_bytes = dim * 2;
   for (int64_t block = 0; block < n_heads / 16; ++block) {
-    const uint32_t* qb = qp.data() + block * dim * 8;
+    const uint32_t* qb = qp + block * dim * 8;
     float* sb = s + block * 16 * lds;
     int64_t r = 0;
     for (; r + kRows <= n_rows; r += kRows) {
-      if (block == 0)
+      if (block == 0) {
         PrefetchRowsAtOnce(rows, r + kRows, std::min(n_rows, r + int64_t{2} * kRows), row_bytes);
+      }
       DotRowsBf16Block<kRows>(rows + r, qb, dim, sb + r, lds);
     }
     for (; r < n_rows; ++r) DotRowsBf16Block<1>(rows + r, qb, dim, sb + r, lds);
@@ -244,7 +251,10 @@ void DotRowsBf16Rounded(const uint16_t* const* rows, int n_rows, const uint16_t*
   // give the same scores as one call over all heads.
   if (dim % 4 == 0 && n_heads >= 16) {
     const int blocked = n_heads / 16 * 16;
-    DotRowsBf16Blocks(rows, n_rows, q, blocked, dim, s, lds);
+    thread_local std::vector<uint32_t> q_blocks;
+    ResizeScratch(&q_blocks, static_cast<size_t>(BF16QueryBlockWords(blocked, dim_int)));
+    Bf16QueryBlocks(q, blocked, dim_int, q_blocks.data());
+    DotRowsBf16Blocks(rows, n_rows, q_blocks.data(), blocked, dim_int, s, lds_int);
     if (blocked == n_heads) return;
     q += blocked * dim;
     s += blocked * lds;
@@ -532,6 +542,8 @@ const KernelTable& Avx512Bf16KernelTable() {
     t.isa = Isa::kAvx512Bf16;
     t.matmul_rows_bf16 = avx512bf16::MatMulRowsBf16;
     t.dot_rows_bf16_rounded = avx512bf16::DotRowsBf16Rounded;
+    t.bf16_query_blocks = avx512bf16::Bf16QueryBlocks;
+    t.dot_rows_bf16_blocks = avx512bf16::DotRowsBf16Blocks;
     t.pv_accumulate_bf16_rounded = avx512bf16::PvAccumulateBf16Rounded;
     t.gemm_bf16_pairs = avx512bf16::GemmBf16Pairs;
     t.packed_bf16_fastest = true;
