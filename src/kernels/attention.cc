@@ -170,7 +170,7 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
   thread_local std::vector<float> probs;      // [n, group]: the scores' transpose, as P V reads it
   thread_local std::vector<uint16_t> q_bf16;  // rounded: [n_head_q, dk]
   // rounded, where the table has the two-step kernels: each group's whole blocks of 16 selected
-  // heads laid out once (bf16_query_blocks) for all tiles; [n_head_q / 16 blocks' words].
+  // heads laid out once (bf16_query_blocks) for all tiles; [n_head_kv, BF16QueryBlockWords].
   thread_local std::vector<uint32_t> q_blocks;
   const uint8_t* raw_rows[kMaxTileRows];
   bias.resize(tile_rows);
