@@ -36,13 +36,6 @@ inline __m512i DpWssd(__m512i acc, __m512i a, __m512i b) {
   return acc;
 }
 
-// Lane l of a pair-lane sum: lane 2l (even) / 2l + 1 (odd) of the first vector for l < 8, of the
-// second after (_mm512_permutex2var_*).
-inline __m512i EvenLanes() {
-  return _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-}
-inline __m512i OddLanes() { return _mm512_add_epi32(EvenLanes(), _mm512_set1_epi32(1)); }
-
 // The 8 bytes of row tail pairs 2j and 2j + 1 broadcast to every 64-bit lane (the second 0 where
 // the tail has an odd number of pairs and j is the last).
 inline __m512i TailPairs(const uint8_t* tail, int64_t j, int tail_dim) {
@@ -80,10 +73,7 @@ inline void AddTailTo(const uint8_t* const* rows, int64_t tail_offset, const I8Q
       t_high[i] = _mm512_dpbf16_ps(t_high[i], b, q_high);
     });
   }
-  Unrolled<R>([&](auto i) {
-    acc[i] = _mm512_add_ps(_mm512_permutex2var_ps(t_low[i], EvenLanes(), t_high[i]),
-                           _mm512_permutex2var_ps(t_low[i], OddLanes(), t_high[i]));
-  });
+  Unrolled<R>([&](auto i) { acc[i] = AddLanePairs(t_low[i], t_high[i]); });
 }
 
 // Scores of R rows against the 16 heads of head block `hb`. The rows' bodies hold value + 128
@@ -140,15 +130,7 @@ inline void DotRowsI8Tile(const uint8_t* const* rows, const I8Query& q, int hb, 
     });
   }
   AddTailTo<R>(rows, q.body_dim + 4 * n_groups, q, tail, acc);
-  if constexpr (R == 8) {
-    StoreTransposed8x16(acc, s + static_cast<int64_t>(hb) * 16 * lds, lds);
-  } else {
-    alignas(64) float lanes[R][16];
-    Unrolled<R>([&](auto i) { _mm512_store_ps(lanes[i], acc[i]); });
-    for (int l = 0; l < 16; ++l) {
-      for (int i = 0; i < R; ++i) s[(hb * 16 + l) * lds + i] = lanes[i][l];
-    }
-  }
+  StoreTransposedRx16<R>(acc, s + static_cast<int64_t>(hb) * 16 * lds, lds);
 }
 
 // Prefetches the `n_next` rows `next` (row_bytes each) into L1.

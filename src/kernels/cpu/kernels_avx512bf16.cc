@@ -189,22 +189,9 @@ inline void DotRowsBf16Block(const uint16_t* const* rows, const uint32_t* qp, in
       high[i] = _mm512_dpbf16_ps(high[i], b, q_high);
     });
   }
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   __m512 sums[R];
-  Unrolled<R>([&](auto i) {
-    sums[i] = _mm512_add_ps(_mm512_permutex2var_ps(low[i], even, high[i]),
-                            _mm512_permutex2var_ps(low[i], odd, high[i]));
-  });
-  if constexpr (R == 8) {
-    StoreTransposed8x16(sums, s, lds);
-  } else {
-    alignas(64) float lanes[R][16];
-    Unrolled<R>([&](auto i) { _mm512_store_ps(lanes[i], sums[i]); });
-    for (int l = 0; l < 16; ++l) {
-      for (int i = 0; i < R; ++i) s[l * lds + i] = lanes[i][l];
-    }
-  }
+  Unrolled<R>([&](auto i) { sums[i] = AddLanePairs(low[i], high[i]); });
+  StoreTransposedRx16<R>(sums, s, lds);
 }
 
 // bf16_query_blocks: head h's values 4j .. 4j + 3 (8 bytes) go to lanes 2 (i % 8), + 1 of

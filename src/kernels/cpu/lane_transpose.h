@@ -1,4 +1,5 @@
-// In-register transposes of AVX-512 accumulators shared by the AVX512-BF16 attention kernels
+// In-register transposes and lane-pair sums of AVX-512 accumulators shared by the AVX512-BF16
+// attention kernels
 // (kernels_avx512bf16.cc, attention_i8_avx512bf16.cc; both compiled with AVX512-BF16 flags, so
 // these inline functions live in that namespace only).
 #pragma once
@@ -43,6 +44,34 @@ inline void StoreTransposed8x16(const __m512 (&acc)[8], float* s, int64_t lds) {
     _mm256_storeu_ps(s + (8 + m) * lds, _mm512_castps512_ps256(lanes23));
     _mm256_storeu_ps(s + (12 + m) * lds, _mm512_extractf32x8_ps(lanes23, 1));
   });
+}
+
+// s[l * lds + i] = lane l of acc[i] for the 16 lanes and R rows (R = 8: StoreTransposed8x16).
+template <int R>
+inline void StoreTransposedRx16(const __m512 (&acc)[R], float* s, int64_t lds) {
+  if constexpr (R == 8) {
+    StoreTransposed8x16(acc, s, lds);
+  } else {
+    alignas(64) float lanes[R][16];
+    Unrolled<R>([&](auto i) { _mm512_store_ps(lanes[i], acc[i]); });
+    for (int l = 0; l < 16; ++l) {
+      for (int i = 0; i < R; ++i) s[l * lds + i] = lanes[i][l];
+    }
+  }
+}
+
+// Lane l of a pair-lane sum: lane 2l (even) / 2l + 1 (odd) of the first vector for l < 8, of the
+// second after (_mm512_permutex2var_*).
+inline __m512i EvenLanes() {
+  return _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+}
+inline __m512i OddLanes() { return _mm512_add_epi32(EvenLanes(), _mm512_set1_epi32(1)); }
+
+// Heads in pair lanes (low: heads 0-7, high: 8-15, head m in lanes 2m, 2m + 1) to one lane per
+// head: lane h = even lane + odd lane of head h.
+inline __m512 AddLanePairs(__m512 low, __m512 high) {
+  return _mm512_add_ps(_mm512_permutex2var_ps(low, EvenLanes(), high),
+                       _mm512_permutex2var_ps(low, OddLanes(), high));
 }
 
 }  // namespace mlarun::avx512bf16
