@@ -156,9 +156,9 @@ void BM_QuantizeRowQ8(benchmark::State& state, Isa isa) {
   const std::vector<float> x = Random(static_cast<size_t>(n), 10);
   std::vector<int8_t> q(static_cast<size_t>(Q8PaddedCols(n)));
   std::vector<float> scales(static_cast<size_t>(Q8PaddedCols(n) / kQ8Block));
-  std::vector<int32_t> sums(scales.size());
+  std::vector<int32_t> offsets(scales.size());
   for (auto _ : state) {
-    k.quantize_row_q8(x.data(), n, q.data(), scales.data(), sums.data());
+    k.quantize_row_q8(x.data(), n, q.data(), scales.data(), offsets.data());
     benchmark::DoNotOptimize(q.data());
   }
   SetBytes(state, 5.0 * static_cast<double>(n));

@@ -62,8 +62,8 @@ struct KernelTable {
   void (*matmul_rows_pair_x)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
                              const float* x_pairs, int64_t n_tokens, float* y, int64_t ldy);
   // Quantises one activation row for matmul_rows_q8 (quant.h, QuantizeActivationRowQ8 is the
-  // reference; every version gives bitwise the same values, scales and block sums).
-  void (*quantize_row_q8)(const float* x, int64_t cols, int8_t* q, float* scales, int32_t* sums);
+  // reference; every version gives bitwise the same values, scales and block offsets).
+  void (*quantize_row_q8)(const float* x, int64_t cols, int8_t* q, float* scales, int32_t* offsets);
   // Optional: set if matmul_rows_q8 reads the sign split of its activations (quant.h,
   // SplitQ8Row is the reference; every version gives bitwise the same), which
   // QuantizeActivationsQ8 then must be given.

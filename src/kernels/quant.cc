@@ -49,12 +49,12 @@ void QuantizeBlocks(const float* x, int64_t cols, int8_t* q, StoreScale store_sc
 }  // namespace
 
 void QuantizeActivationRowQ8(const float* x, int64_t cols, int8_t* q, float* scales,
-                             int32_t* sums) {
+                             int32_t* offsets) {
   QuantizeBlocks(x, cols, q, [&](int64_t b, float scale) { return scales[b] = scale; });
   for (int64_t b = 0; b < Q8PaddedCols(cols) / kQ8Block; ++b) {
     int32_t sum = 0;
     for (int i = 0; i < kQ8Block; ++i) sum += q[b * kQ8Block + i];
-    sums[b] = sum;
+    offsets[b] = -128 * sum;
   }
 }
 
@@ -103,15 +103,15 @@ void QuantizeActivationsQ8(const float* x, int64_t n_tokens, int64_t cols, Q8Act
   out->values.resize(static_cast<size_t>(n_tokens * out->padded_cols));
   const int64_t n_blocks = out->padded_cols / kQ8Block;
   out->scales.resize(static_cast<size_t>(n_tokens * n_blocks));
-  out->sums.resize(static_cast<size_t>(n_tokens * n_blocks));
+  out->offsets.resize(static_cast<size_t>(n_tokens * n_blocks));
   const size_t split_values = split_fn != nullptr ? out->values.size() : 0;
   out->magnitudes.resize(split_values);
   out->sign_masks.resize(split_values);
-  out->negative_sums.resize(split_fn != nullptr ? out->sums.size() : 0);
+  out->negative_sums.resize(split_fn != nullptr ? out->offsets.size() : 0);
   auto quantize_token = [&](int64_t t) {
     int8_t* q = out->values.data() + t * out->padded_cols;
     row_fn(x + t * cols, cols, q, out->scales.data() + t * n_blocks,
-           out->sums.data() + t * n_blocks);
+           out->offsets.data() + t * n_blocks);
     if (split_fn != nullptr) {
       split_fn(q, out->padded_cols, out->magnitudes.data() + t * out->padded_cols,
                out->sign_masks.data() + t * out->padded_cols,

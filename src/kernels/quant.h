@@ -21,7 +21,9 @@ struct Q8Activations {
   int64_t padded_cols = 0;     // cols rounded up to a multiple of 64 (vector width), zero-padded
   std::vector<int8_t> values;  // [n_tokens, padded_cols]
   std::vector<float> scales;   // [n_tokens, padded_cols / kQ8Block]
-  std::vector<int32_t> sums;   // [n_tokens, padded_cols / kQ8Block]: sum of a block's values
+  // [n_tokens, padded_cols / kQ8Block]: -128 x the sum of a block's values, where the VNNI
+  // products' integer sums start (see kQ8GroupRows).
+  std::vector<int32_t> offsets;
 
   const int8_t* Row(int64_t t) const { return values.data() + t * padded_cols; }
   const float* Scales(int64_t t) const { return scales.data() + t * (padded_cols / kQ8Block); }
@@ -31,8 +33,8 @@ struct Q8Activations {
   std::vector<uint8_t> sign_masks;     // [n_tokens, padded_cols]: 0x80 if value >= 0, else 0x7f
   std::vector<int32_t> negative_sums;  // [n_tokens, padded_cols / kQ8Block]: sum of -value < 0
 
-  const int32_t* Sums(int64_t t) const { return sums.data() + t * (padded_cols / kQ8Block); }
-  bool HasSplit() const { return negative_sums.size() == sums.size(); }
+  const int32_t* Offsets(int64_t t) const { return offsets.data() + t * (padded_cols / kQ8Block); }
+  bool HasSplit() const { return negative_sums.size() == offsets.size(); }
   // Throws an Error naming `kernel` unless HasSplit() (baseline code, so the ISA-specific kernels
   // build no std::string of their own: tests/kernels/isa_symbols_test.sh).
   void RequireSplit(const char* kernel) const;
@@ -44,14 +46,15 @@ struct Q8Activations {
 };
 
 // Quantises one activation row of `cols` values: q [padded cols, zero-padded to a multiple of
-// 64], scales and sums (of each block's int8 values) [padded cols / kQ8Block]. The reference for
-// KernelTable::quantize_row_q8 (SIMD versions give bitwise the same).
-void QuantizeActivationRowQ8(const float* x, int64_t cols, int8_t* q, float* scales, int32_t* sums);
+// 64], scales and offsets (-128 x the sum of each block's int8 values) [padded cols / kQ8Block].
+// The reference for KernelTable::quantize_row_q8 (SIMD versions give bitwise the same).
+void QuantizeActivationRowQ8(const float* x, int64_t cols, int8_t* q, float* scales,
+                             int32_t* offsets);
 // Quantises x [n] with one scale (max |x| / 127) into q [n]; returns the sum of q. The reference
 // for KernelTable::quantize_group_i8.
 int32_t QuantizeGroupI8(const float* x, int64_t n, int8_t* q, float* scale);
 using QuantizeRowFn = void (*)(const float* x, int64_t cols, int8_t* q, float* scales,
-                               int32_t* sums);
+                               int32_t* offsets);
 
 // The sign split of a quantised activation row q [padded_cols] (the reference for
 // KernelTable::split_q8_row): magnitudes |q|, sign masks (0x80 where q >= 0, 0x7f where q < 0)
@@ -89,7 +92,8 @@ inline int64_t Q8PaddedCols(int64_t cols) { return (cols + 63) / 64 * 64; }
 // (u8 x s8, 4 products per lane) against a broadcast quad of activations accumulates 16 rows at
 // once, with no horizontal reduction; the weights stream sequentially, 16 rows at a time. The
 // offset of 128 makes the weights the unsigned operand; sum((w + 128) x) - 128 sum(x) is the
-// exact dot product (the activations' block sums are precomputed). Row-interleaved int8 weights
+// exact dot product (the activations' -128 sum(x) per block is precomputed: Q8Activations::offsets,
+// where a block's integer sums start). Row-interleaved int8 weights
 // for VNNI follow the idea of ik_llama.cpp's repacked "_R8" types; this layout is our own.
 constexpr int kQ8GroupRows = 16;
 constexpr int kQ8QuadsPerBlock = kQ8Block / 4;

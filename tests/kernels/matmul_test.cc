@@ -234,7 +234,7 @@ TEST(PackedQ8Test, EveryIsaMatchesBlockwiseDoublesAndIsBitwiseEqualToScalar) {
       for (int64_t b = 0; b < blocks; ++b) {
         int32_t sum = 0;
         for (int i = 0; i < kQ8Block; ++i) sum += acts.Row(t)[b * kQ8Block + i];
-        ASSERT_EQ(acts.Sums(t)[b], sum);
+        ASSERT_EQ(acts.Offsets(t)[b], -128 * sum);
       }
     }
     // Independent reference: sum over blocks of (int dot) * w_scale * x_scale, in double.

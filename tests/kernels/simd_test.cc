@@ -208,12 +208,12 @@ TEST_P(SimdTest, ActivationQuantisationIsBitwiseScalar) {
     const int64_t blocks = padded / kQ8Block;
     std::vector<int8_t> q_ref(static_cast<size_t>(padded)), q(q_ref.size());
     std::vector<float> s_ref(static_cast<size_t>(blocks)), s(s_ref.size());
-    std::vector<int32_t> sum_ref(static_cast<size_t>(blocks)), sum(sum_ref.size());
-    scalar().quantize_row_q8(x.data(), cols, q_ref.data(), s_ref.data(), sum_ref.data());
-    simd().quantize_row_q8(x.data(), cols, q.data(), s.data(), sum.data());
+    std::vector<int32_t> offsets_ref(static_cast<size_t>(blocks)), offsets(offsets_ref.size());
+    scalar().quantize_row_q8(x.data(), cols, q_ref.data(), s_ref.data(), offsets_ref.data());
+    simd().quantize_row_q8(x.data(), cols, q.data(), s.data(), offsets.data());
     EXPECT_EQ(q, q_ref) << cols;
     EXPECT_EQ(s, s_ref) << cols;
-    EXPECT_EQ(sum, sum_ref) << cols;
+    EXPECT_EQ(offsets, offsets_ref) << cols;
     if (cols >= 32) {
       EXPECT_EQ(q_ref[0], -16);  // -15.5 rounds to even
       EXPECT_EQ(q_ref[1], -14);  // -14.5 too

@@ -46,14 +46,14 @@ inline constexpr int64_t kQ8PackedBlockBytes = int64_t{kQ8Block} * kQ8GroupRows;
 
 // The scaling of a token half's two accumulator tiles (groups j = 0, 1), portable (for the tile
 // model; kernels_amx.cc has the AVX-512 version): for m < rows and lane i < 16, with
-// a = acc[m * acc_stride + 16 j + i], o = -128 x_sums[m * x_stride], s = x_scales[m * x_stride]:
+// a = acc[m * acc_stride + 16 j + i], o = x_offsets[m * x_stride], s = x_scales[m * x_stride]:
 //   a = fma(float(c[j][m][i] + o), f16(w_scales[j][i]) * s, a).
 struct Q8TileScaling {
   const int32_t (*c[2])[kQ8GroupRows];  // [rows, 16] the two tiles' sums (groups 0, 1)
   int rows;
   const uint16_t* w_scales[2];  // [16] each group's scales of the block
   const float* x_scales;        // token m's scale of the block at m * x_stride
-  const int32_t* x_sums;        // token m's block sum at m * x_stride
+  const int32_t* x_offsets;     // token m's block offset (-128 x its sum) at m * x_stride
   int64_t x_stride;
   float* acc;  // [rows, acc_stride]: 16 lanes of group 0, then 16 of group 1
   int64_t acc_stride;
@@ -63,7 +63,7 @@ struct ScalarQ8Lanes {
   static void ScaleAdd(const Q8TileScaling& s) {
     for (int64_t m = 0; m < s.rows; ++m) {
       const float xs = s.x_scales[m * s.x_stride];
-      const int32_t offset = -128 * s.x_sums[m * s.x_stride];
+      const int32_t offset = s.x_offsets[m * s.x_stride];
       for (int64_t j = 0; j < 2; ++j) {
         for (int64_t i = 0; i < kQ8GroupRows; ++i) {
           float& a = s.acc[m * s.acc_stride + kQ8GroupRows * j + i];
@@ -109,7 +109,7 @@ void MatMulPackedQ8Tiles(Tiles& tiles, const WeightMatrix& w, int64_t row_begin,
              .rows = rows[h],
              .w_scales = {w_scales[0] + b * kQ8GroupRows, w_scales[1] + b * kQ8GroupRows},
              .x_scales = x.Scales(t) + b,
-             .x_sums = x.Sums(t) + b,
+             .x_offsets = x.Offsets(t) + b,
              .x_stride = n_blocks,
              .acc = acc[t - t0],
              .acc_stride = 2 * int64_t{kQ8GroupRows}});

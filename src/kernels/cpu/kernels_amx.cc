@@ -139,7 +139,7 @@ struct Avx512Q8Lanes {
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.w_scales[1])));
     for (int m = 0; m < s.rows; ++m) {
       float* a = s.acc + m * s.acc_stride;
-      const __m512i offset = _mm512_set1_epi32(-128 * s.x_sums[m * s.x_stride]);
+      const __m512i offset = _mm512_set1_epi32(s.x_offsets[m * s.x_stride]);
       const __m512 xs = _mm512_set1_ps(s.x_scales[m * s.x_stride]);
       const __m512 sum0 =
           _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_load_si512(s.c[0][m]), offset));

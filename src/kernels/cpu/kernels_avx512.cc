@@ -148,31 +148,31 @@ struct V {
   // One token (decode): 4 groups, i.e. 4 weight streams and 4 independent vpdpbusd chains.
   static constexpr int kQ8TileGroupsOneToken = 4;
   static Q LoadPacked(const uint8_t* p) { return _mm512_loadu_si512(p); }
-  // A token's activations as the tiles read them: the int8 values and block sums.
+  // A token's activations as the tiles read them: the int8 values and block offsets.
   static constexpr bool kQ8SignSplit = false;
   struct Q8Row {
     const int8_t* values;
-    const int32_t* sums;
+    const int32_t* offsets;
   };
   using Q8Quad = Q;
-  static Q8Row Q8RowOf(const Q8Activations& x, int64_t t) { return {x.Row(t), x.Sums(t)}; }
+  static Q8Row Q8RowOf(const Q8Activations& x, int64_t t) { return {x.Row(t), x.Offsets(t)}; }
   static Q8Quad BroadcastQuad(const Q8Row& row, int64_t col) {
     int32_t quad;
     std::memcpy(&quad, row.values + col, sizeof(quad));
     return _mm512_set1_epi32(quad);
   }
   static Q PackedInit(const Q8Row& row, int64_t block) {
-    return _mm512_set1_epi32(-128 * row.sums[block]);
+    return _mm512_set1_epi32(row.offsets[block]);
   }
   static Q DotPacked(Q acc, Q w_offset, Q x) { return _mm512_dpbusd_epi32(acc, w_offset, x); }
   // Q8 quantisation of a row (quant.h), per block of 32: the same operations as the scalar
   // reference lane-wise (max |x|, scale = max / 127, x * (1 / scale) clamped to [-127, 127],
-  // rounded to nearest even by vcvtps2dq), so bitwise the same values, scales and sums.
+  // rounded to nearest even by vcvtps2dq), so bitwise the same values, scales and offsets.
   // `use_scale(b, scale)` stores block b's scale and returns the one the values are computed
-  // with (rounded to float16 for weights); block sums go to `sums` unless null.
+  // with (rounded to float16 for weights); -128 x the block sums go to `offsets` unless null.
   template <typename UseScale>
   static void QuantizeBlocksQ8(const float* x, int64_t cols, int8_t* q, UseScale use_scale,
-                               int32_t* sums) {
+                               int32_t* offsets) {
     const int64_t n_blocks = Q8PaddedCols(cols) / kQ8Block;
     const __m512 lo = _mm512_set1_ps(-127.0f);
     const __m512 hi = _mm512_set1_ps(127.0f);
@@ -193,7 +193,7 @@ struct V {
           _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x1, inv), lo), hi));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q + begin), _mm512_cvtsepi32_epi8(i0));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q + begin + 16), _mm512_cvtsepi32_epi8(i1));
-      if (sums != nullptr) sums[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+      if (offsets != nullptr) offsets[b] = -128 * _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
     }
   }
   // The same operations for one group of n values (n a multiple of 16) and one scale.

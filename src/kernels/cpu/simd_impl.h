@@ -575,9 +575,9 @@ void Scale(float a, float* x, int64_t n) {
 namespace mlarun::SIMD_NAMESPACE {
 
 void QuantizeActivationRowQ8V(const float* x, int64_t cols, int8_t* q, float* scales,
-                              int32_t* sums) {
+                              int32_t* offsets) {
   V::QuantizeBlocksQ8(
-      x, cols, q, [&](int64_t b, float scale) { return scales[b] = scale; }, sums);
+      x, cols, q, [&](int64_t b, float scale) { return scales[b] = scale; }, offsets);
 }
 
 // QuantizeWeightRowQ8 (quant.h): float16 scales, values quantised with the rounded scale. Per
