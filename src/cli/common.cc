@@ -24,7 +24,8 @@ void AddModelOptions(CLI::App& app, ModelArgs& args) {
                  "Worker threads (0, the default: all cores; at most 8 per core)")
       ->check(CLI::Range(0, ThreadPool::MaxThreads()));
   app.add_option("--weights", args.weights,
-                 "Weight format: as-loaded or int8 (Q8 blocks, quantised at load)")
+                 "Weight format: as-loaded, bf16 (f32, f16 and FP8 matrices converted at load; "
+                 "bf16 ones kept) or int8 (Q8 blocks, quantised at load)")
       ->capture_default_str();
   app.add_option("--load", args.load,
                  "How weight files are loaded: mmap (in place, instant) or copy (read into "
@@ -74,8 +75,10 @@ std::unique_ptr<Model> LoadModel(const ModelArgs& args, ThreadPool& pool,
   ModelLoadOptions options{.pool = &pool, .kernels = kernels};
   if (args.weights == "int8") {
     options.weights = WeightFormat::kInt8;
+  } else if (args.weights == "bf16") {
+    options.weights = WeightFormat::kBf16;
   } else if (args.weights != "as-loaded") {
-    throw Error("--weights: '" + args.weights + "' is not one of as-loaded, int8");
+    throw Error("--weights: '" + args.weights + "' is not one of as-loaded, bf16, int8");
   }
   if (args.load == "copy") {
     options.file_load = FileLoad::kCopy;

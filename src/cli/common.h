@@ -22,7 +22,7 @@ struct ModelArgs {
   std::string model_dir;              // empty: the embedded default model
   int threads = 0;                    // 0: all cores
   std::string isa;                    // empty: $MLARUN_ISA, else the best the CPU supports
-  std::string weights = "as-loaded";  // or int8 (quantised at load)
+  std::string weights = "as-loaded";  // or bf16 (converted at load) or int8 (quantised)
   std::string load = "mmap";          // or copy (weights read into huge-page memory)
 };
 

@@ -64,7 +64,13 @@ std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoad
   std::unique_ptr<ThreadPool> own_pool;
   ThreadPool* pool = options.pool;
   const bool copy = options.file_load == FileLoad::kCopy;
-  if ((int8 || pack_16bit || copy) && pool == nullptr) {
+  const bool to_bf16 = options.weights == WeightFormat::kBf16;
+  if (to_bf16 && model->config_.q8_weights) {
+    throw Error(model_dir +
+                ": --weights bf16: the checkpoint holds Q8 weights (written by mlarun quantize); "
+                "load the checkpoint it was made from");
+  }
+  if ((int8 || pack_16bit || copy || to_bf16) && pool == nullptr) {
     pool = (own_pool = std::make_unique<ThreadPool>(0)).get();
   }
   const KernelTable& kernels =
@@ -92,6 +98,7 @@ std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoad
   if (options.weights == WeightFormat::kInt8) {
     in_model_dir([&] { QuantizeWeightsQ8(*pool, kernels, model->config_, model->weights_); });
   }
+  if (to_bf16) in_model_dir([&] { ConvertWeightsBf16(*pool, model->config_, model->weights_); });
   model->PrepareDerived();
   if (int8) {
     in_model_dir([&] { model->QuantizeDerivedQ8(kernels); });
@@ -107,6 +114,8 @@ std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoad
       // The files were mapped instead of copied: the matrices not packed get their copy here.
       if (copy) CopyStreamedWeights(*pool, model->config_, model->weights_, release);
     });
+    // Converted matrices were packed into a buffer of their own: the conversion's is unused.
+    if (to_bf16) DropUnusedOwnedPages(model->config_, model->weights_);
   }
   return model;
 }

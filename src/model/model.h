@@ -66,6 +66,7 @@ struct ExpertStats {
 enum class WeightFormat {
   kAsLoaded,  // as in the checkpoint (memory-mapped, no copy)
   kInt8,      // linear layers quantised to Q8 blocks at load (router and embedding kept)
+  kBf16,      // linear layers in bf16: f32, f16 and FP8 ones converted at load (the rest kept)
 };
 
 struct ModelLoadOptions {

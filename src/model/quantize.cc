@@ -311,6 +311,43 @@ void Pack16BitWeights(ThreadPool& pool, const ModelConfig& config, ModelWeights&
   for (const Streamed& t : targets) t.matrix->layout16 = Layout16::kPacked16;
 }
 
+void ConvertWeightsBf16(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights) {
+  const std::vector<Streamed> targets =
+      StreamedMatrices(config, weights, [](const WeightMatrix& m) {
+        return m.dtype == DType::kF32 || m.dtype == DType::kF16 || m.dtype == DType::kF8E4M3;
+      });
+  RehomeMatrices(
+      targets, weights,
+      [](const WeightMatrix& m) { return static_cast<size_t>(m.rows * m.cols) * sizeof(uint16_t); },
+      [&](WeightMatrix& m, uint8_t* dst, FirstNonFiniteRow& bad) {
+        auto* out = reinterpret_cast<uint16_t*>(dst);
+        ForRowsInItems(&pool, m.rows, kRowsPerItem, [&](int64_t r) {
+          thread_local std::vector<float> row;
+          row.resize(static_cast<size_t>(m.cols));
+          m.DecodeRow(r, row.data());
+          if (!bad.Check(r, DType::kF32, row.data(), m.cols)) return;
+          uint16_t* out_row = out + r * m.cols;
+          for (int64_t c = 0; c < m.cols; ++c) out_row[c] = F32ToBF16(row[static_cast<size_t>(c)]);
+        });
+      },
+      {});
+  for (const Streamed& t : targets) {
+    WeightMatrix& m = *t.matrix;
+    m = {.dtype = DType::kBF16, .rows = m.rows, .cols = m.cols, .data = m.data};
+  }
+}
+
+void DropUnusedOwnedPages(const ModelConfig& config, ModelWeights& weights) {
+  const std::vector<Streamed> streamed =
+      StreamedMatrices(config, weights, [](const WeightMatrix&) { return true; });
+  std::erase_if(weights.owned_pages, [&](const HugePageBuffer& buffer) {
+    return std::none_of(streamed.begin(), streamed.end(), [&](const Streamed& s) {
+      const auto* p = static_cast<const uint8_t*>(s.matrix->data);
+      return p >= buffer.data() && p < buffer.data() + buffer.size();
+    });
+  });
+}
+
 void CopyStreamedWeights(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights,
                          const std::function<void(const void*, size_t)>& replaced) {
   const std::vector<Streamed> targets =

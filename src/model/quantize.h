@@ -1,5 +1,6 @@
-// 8-bit weights: quantisation at load time (`--weights int8`) and the `mlarun quantize` writer
-// (safetensors with I8 weights + F16 block scales, loadable without re-quantising).
+// Weight formats made at load: 8-bit quantisation (`--weights int8`) and the `mlarun quantize`
+// writer (safetensors with I8 weights + F16 block scales, loadable without re-quantising);
+// bf16 conversion (`--weights bf16`); the packed and copied layouts of `--load copy`.
 #pragma once
 
 #include <functional>
@@ -29,6 +30,17 @@ WeightMatrix QuantizeMatrixQ8(ThreadPool* pool, const KernelTable& kernels,
 // Quantises every other matrix of `weights` to Q8 blocks (kernels/quant.h), rows in parallel.
 void QuantizeWeightsQ8(ThreadPool& pool, const KernelTable& kernels, const ModelConfig& config,
                        ModelWeights& weights);
+
+// Replaces every f32, f16 or FP8 matrix the matmul kernels stream (as Pack16BitWeights selects
+// them: not the embedding table, not the router; a tied lm_head gets its own copy) by a bf16
+// copy (F32ToBF16 of each decoded value: round to nearest even), all in one huge-page buffer,
+// rows in parallel; bf16 matrices stay as they are (mapped, no copy). Throws Error naming the
+// tensor and the first [row, column] holding NaN or inf, as the other copying loads do.
+void ConvertWeightsBf16(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights);
+
+// Frees the buffers of weights.owned_pages that no streamed matrix points into any more (e.g.
+// the bf16 conversion's after Pack16BitWeights packed every matrix in it).
+void DropUnusedOwnedPages(const ModelConfig& config, ModelWeights& weights);
 
 // Copies a model directory with its matrices in Q8 (config.json gets quantization_config
 // {quant_method: mlarun_q8, block_size: 32, layout}; tokenizer files are copied). kPacked16

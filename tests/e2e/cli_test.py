@@ -147,6 +147,19 @@ def main():
     print(("PASS" if ok else "FAIL") + " bench --json names kv_dtype and isa; int8 cache rows add fewer bytes")
     if not ok:
         failures.append("bench --json kv_dtype")
+    # --weights bf16 rounds the f32 model's matrices to bf16 at load: about half the bytes.
+    rb = run([bin_, "bench", "--model", model, "-t", "1", "--depth", "0", "-p", "8", "-n", "4",
+              "--repeats", "1", "--weights", "bf16", "--json"])
+    linesb = [json.loads(l) for l in rb.stdout.splitlines() if l.strip()]
+    ok = (rb.returncode == 0 and len(linesb) == 1 and lines and lines[0]["weights"].lower() == "f32" and
+          linesb[0]["weights"].lower() == "bf16" and
+          0.4 < linesb[0]["bytes_per_decoded_token"] / lines[0]["bytes_per_decoded_token"] < 0.75)
+    print(("PASS" if ok else "FAIL") + " bench --weights bf16 on an f32 model: weights bf16, fewer bytes per token")
+    if not ok:
+        print(rb.stdout, rb.stderr)
+        failures.append("bench --weights bf16")
+    expect_error("bench --weights int4", [bin_, "bench", "--model", model, "--weights", "int4"],
+                 "--weights", "as-loaded, bf16, int8")
     expect_error("bench repeats 0", [bin_, "bench", "--model", model, "--repeats", "0"], "--repeats")
     # Checked before a depth is filled (filling it would run for minutes first).
     expect_error("bench past the context", [bin_, "bench", "--model", model, "--depth", "0,99999999"],

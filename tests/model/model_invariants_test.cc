@@ -6,8 +6,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/amx_tile_model.h"
 #include "kernels/cpu/amx_pair_gemm.h"
 #include "kernels/kernel_table.h"
@@ -278,6 +281,104 @@ TEST(ModelTest, LowPrecisionWeightsStayCloseToF32) {
   EXPECT_GT(fp8_stats.mean, bf16_stats.mean);
   EXPECT_LT(fp8_stats.mean, 0.5);
   EXPECT_LT(fp8_stats.median_max, 1.6);
+}
+
+// `--weights bf16`: the streamed matrices of an f32 or f16 checkpoint rounded to bf16 at load
+// give bitwise the logits of a checkpoint holding those matrices rounded to bf16 by this test
+// (F32ToBF16 of each value; embedding, router and vectors left as stored); a bf16 checkpoint
+// stays mapped in place; a packing load frees the conversion's buffer; Q8 files are refused.
+TEST(ModelTest, Bf16WeightsRoundOtherMatricesAtLoad) {
+  const auto ids = TestIds(12);
+  for (DType stored : {DType::kF32, DType::kF16}) {
+    SCOPED_TRACE(DTypeName(stored));
+    const std::string dir = testing::MakeTestModel("tiny-v3", stored);
+    const std::string rounded_dir = dir + "_rounded_bf16";
+    std::filesystem::create_directories(rounded_dir);
+    std::filesystem::copy_file(dir + "/config.json", rounded_dir + "/config.json",
+                               std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::copy_file(dir + "/model.safetensors", rounded_dir + "/model.safetensors",
+                               std::filesystem::copy_options::overwrite_existing);
+    int rounded_tensors = 0;
+    testing::RewriteTensors(rounded_dir, [&](std::vector<TensorToWrite>& tensors) {
+      for (TensorToWrite& t : tensors) {
+        const bool streamed = t.shape.size() == 2 && t.name != "model.embed_tokens.weight" &&
+                              !t.name.ends_with("mlp.gate.weight");
+        if (!streamed) continue;
+        const size_t n = t.data.size() / DTypeSize(t.dtype);
+        std::vector<uint8_t> out(n * 2);
+        for (size_t i = 0; i < n; ++i) {
+          float v = 0.0f;
+          if (t.dtype == DType::kF32) {
+            std::memcpy(&v, t.data.data() + 4 * i, 4);
+          } else {
+            uint16_t h = 0;
+            std::memcpy(&h, t.data.data() + 2 * i, 2);
+            v = F16ToF32(h);
+          }
+          const uint16_t b = F32ToBF16(v);
+          std::memcpy(out.data() + 2 * i, &b, 2);
+        }
+        t.dtype = DType::kBF16;
+        t.data = std::move(out);
+        ++rounded_tensors;
+      }
+    });
+    EXPECT_GT(rounded_tensors, 20);
+    const auto converted = Model::Load(dir, {.weights = WeightFormat::kBf16});
+    const ModelWeights& w = converted->weights();
+    EXPECT_EQ(w.layers[1].moe.experts[0].down_proj.dtype, DType::kBF16);
+    EXPECT_EQ(w.lm_head.dtype, DType::kBF16);
+    EXPECT_EQ(w.layers[1].moe.gate.dtype, stored);  // the router stays exact
+    EXPECT_EQ(w.embed_tokens.dtype, stored);
+    const auto logits = RunLogits(*converted, ids, {});
+    EXPECT_EQ(logits, RunLogits(*Model::Load(rounded_dir), ids, {}));
+    EXPECT_NE(logits, RunLogits(*Model::Load(dir), ids, {}));  // the rounding took place
+    // Packed after the conversion (--load copy): one buffer left, the packed copy.
+    const auto packed = Model::Load(dir, {.weights = WeightFormat::kBf16, .pack_16bit = true});
+    EXPECT_EQ(packed->weights().lm_head.layout16, Layout16::kPacked16);
+    EXPECT_EQ(packed->weights().owned_pages.size(), 1u);
+    EXPECT_LT(MaxAbsDiff(RunLogits(*packed, ids, {}), logits), 1e-4);
+  }
+  // FP8 files (128 x 128 block scales): each value is F32ToBF16 of the dequantised one.
+  {
+    const std::string fp8_dir = testing::MakeTestModel("tiny-v3", DType::kF8E4M3);
+    const auto fp8 = Model::Load(fp8_dir);
+    const auto converted = Model::Load(fp8_dir, {.weights = WeightFormat::kBf16});
+    const ModelWeights& a = fp8->weights();
+    const ModelWeights& b = converted->weights();
+    for (const auto& [from, to] :
+         {std::pair{&a.layers[0].mla.o_proj, &b.layers[0].mla.o_proj},
+          {&a.layers[1].moe.experts[2].down_proj, &b.layers[1].moe.experts[2].down_proj},
+          {&a.layers[1].moe.shared.up_proj, &b.layers[1].moe.shared.up_proj}}) {
+      ASSERT_EQ(from->dtype, DType::kF8E4M3);
+      ASSERT_EQ(to->dtype, DType::kBF16);
+      std::vector<float> row(static_cast<size_t>(from->cols));
+      int64_t mismatches = 0;
+      for (int64_t r = 0; r < from->rows; ++r) {
+        from->DecodeRow(r, row.data());
+        const auto* got = static_cast<const uint16_t*>(to->data) + r * to->cols;
+        for (int64_t c = 0; c < from->cols; ++c)
+          mismatches += got[c] != F32ToBF16(row[static_cast<size_t>(c)]) ? 1 : 0;
+      }
+      EXPECT_EQ(mismatches, 0);
+    }
+  }
+  // bf16 files: nothing converted, nothing copied.
+  const auto bf16 = Model::Load(testing::MakeTestModel("tiny-v3", DType::kBF16),
+                                {.weights = WeightFormat::kBf16});
+  EXPECT_TRUE(bf16->weights().owned_pages.empty());
+  EXPECT_EQ(bf16->weights().lm_head.dtype, DType::kBF16);
+  // Q8 files: refused, naming the option.
+  const std::string dir = testing::MakeTestModel("tiny-v3");
+  const auto int8 = Model::Load(dir, {.weights = WeightFormat::kInt8});
+  const std::string q8_dir = dir + "_q8_for_bf16";
+  WriteQ8Model(int8->config(), int8->weights(), dir, q8_dir);
+  try {
+    Model::Load(q8_dir, {.weights = WeightFormat::kBf16});
+    ADD_FAILURE() << "a Q8 checkpoint loaded with --weights bf16";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--weights bf16"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ModelTest, Int8WeightsStayCloseToF32AndQuantizedFilesLoadIdentically) {
