@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -98,7 +99,14 @@ std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoad
   if (options.weights == WeightFormat::kInt8) {
     in_model_dir([&] { QuantizeWeightsQ8(*pool, kernels, model->config_, model->weights_); });
   }
-  if (to_bf16) in_model_dir([&] { ConvertWeightsBf16(*pool, model->config_, model->weights_); });
+  // The mapped file's pages of converted matrices are dropped from the process afterwards (they
+  // stay in the reclaimable page cache), as for packing below.
+  const SafetensorsArchive& archive = *model->archive_;
+  auto release = [&](const void* data, size_t bytes) { archive.ReleasePages(data, bytes); };
+  if (to_bf16) {
+    in_model_dir(
+        [&] { ConvertWeightsBf16(*pool, model->config_, model->weights_, pack_16bit, release); });
+  }
   model->PrepareDerived();
   if (int8) {
     in_model_dir([&] { model->QuantizeDerivedQ8(kernels); });
@@ -107,15 +115,11 @@ std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoad
   if (pack_16bit) {
     // The mapped file's pages of packed matrices are then dropped from the process (they stay
     // in the reclaimable page cache), so memory holds the weights once.
-    const SafetensorsArchive& archive = *model->archive_;
-    auto release = [&](const void* data, size_t bytes) { archive.ReleasePages(data, bytes); };
     in_model_dir([&] {
       Pack16BitWeights(*pool, model->config_, model->weights_, release);
       // The files were mapped instead of copied: the matrices not packed get their copy here.
       if (copy) CopyStreamedWeights(*pool, model->config_, model->weights_, release);
     });
-    // Converted matrices were packed into a buffer of their own: the conversion's is unused.
-    if (to_bf16) DropUnusedOwnedPages(model->config_, model->weights_);
   }
   return model;
 }
@@ -125,11 +129,13 @@ void Model::PrepareDerived() {
   if (c.family == ArchFamily::kDeepseek) {
     rope_ = MakeDeepseekRope(c);
     attention_scale_ = DeepseekSoftmaxScale(c);
-    // W_uk^T per head for the absorbed path: [kv_lora_rank, nope], same dtype (exact copy),
-    // FP8 and Q8 dequantised to f32.
+    // W_uk^T per head for the absorbed path: [kv_lora_rank, nope], same dtype (exact copy; a
+    // packed 16-bit kv_b_proj, from `--weights bf16` with packing, read by row and stored back
+    // exactly), FP8 and Q8 dequantised to f32.
     for (LayerWeights& layer : weights_.layers) {
       const WeightMatrix& kv_b = layer.mla.kv_b_proj;
       const bool decode = kv_b.dtype == DType::kF8E4M3 || kv_b.dtype == DType::kI8;
+      const bool packed16 = !decode && kv_b.layout16 == Layout16::kPacked16;
       const DType dtype = decode ? DType::kF32 : kv_b.dtype;
       const size_t element = DTypeSize(dtype);
       std::vector<float> row(static_cast<size_t>(kv_b.cols));
@@ -140,12 +146,16 @@ void Model::PrepareDerived() {
           const int64_t src_row = static_cast<int64_t>(h) * (c.qk_nope_head_dim + c.v_head_dim) + n;
           const uint8_t* src = static_cast<const uint8_t*>(kv_b.data) +
                                static_cast<size_t>(src_row) * kv_b.cols * DTypeSize(kv_b.dtype);
-          if (decode) kv_b.DecodeRow(src_row, row.data());
+          if (decode || packed16) kv_b.DecodeRow(src_row, row.data());
           for (int r = 0; r < c.kv_lora_rank; ++r) {
             uint8_t* dst =
                 buffer.get() + (static_cast<size_t>(r) * c.qk_nope_head_dim + n) * element;
             if (decode) {
               std::memcpy(dst, &row[static_cast<size_t>(r)], element);
+            } else if (packed16) {
+              const float v = row[static_cast<size_t>(r)];
+              const uint16_t bits = dtype == DType::kBF16 ? F32ToBF16(v) : F32ToF16(v);
+              std::memcpy(dst, &bits, sizeof(bits));
             } else {
               std::memcpy(dst, src + static_cast<size_t>(r) * element, element);
             }

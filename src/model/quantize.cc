@@ -311,41 +311,52 @@ void Pack16BitWeights(ThreadPool& pool, const ModelConfig& config, ModelWeights&
   for (const Streamed& t : targets) t.matrix->layout16 = Layout16::kPacked16;
 }
 
-void ConvertWeightsBf16(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights) {
+void ConvertWeightsBf16(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights,
+                        bool packed, const std::function<void(const void*, size_t)>& replaced) {
   const std::vector<Streamed> targets =
       StreamedMatrices(config, weights, [](const WeightMatrix& m) {
         return m.dtype == DType::kF32 || m.dtype == DType::kF16 || m.dtype == DType::kF8E4M3;
       });
+  auto packs = [&](const WeightMatrix& m) { return packed && m.cols % 2 == 0; };
   RehomeMatrices(
       targets, weights,
-      [](const WeightMatrix& m) { return static_cast<size_t>(m.rows * m.cols) * sizeof(uint16_t); },
+      [&](const WeightMatrix& m) {
+        return packs(m) ? PackedBf16Bytes(m.rows, m.cols)
+                        : static_cast<size_t>(m.rows * m.cols) * sizeof(uint16_t);
+      },
       [&](WeightMatrix& m, uint8_t* dst, FirstNonFiniteRow& bad) {
+        // A 16-row group at a time: rounded row-major into `rounded`, then packed from there
+        // (rows past m.rows stay 0: the buffer is zero-filled), or rounded in place.
+        const bool pack = packs(m);
         auto* out = reinterpret_cast<uint16_t*>(dst);
-        ForRowsInItems(&pool, m.rows, kRowsPerItem, [&](int64_t r) {
+        pool.ParallelFor(PackedBf16Groups(m.rows), [&](int64_t g, int) {
           thread_local std::vector<float> row;
+          thread_local std::vector<uint16_t> rounded;
           row.resize(static_cast<size_t>(m.cols));
-          m.DecodeRow(r, row.data());
-          if (!bad.Check(r, DType::kF32, row.data(), m.cols)) return;
-          uint16_t* out_row = out + r * m.cols;
-          for (int64_t c = 0; c < m.cols; ++c) out_row[c] = F32ToBF16(row[static_cast<size_t>(c)]);
+          rounded.resize(static_cast<size_t>(kBf16GroupRows * m.cols));
+          const int64_t begin = g * kBf16GroupRows;
+          const int64_t end = std::min(m.rows, begin + kBf16GroupRows);
+          for (int64_t r = begin; r < end; ++r) {
+            m.DecodeRow(r, row.data());
+            if (!bad.Check(r, DType::kF32, row.data(), m.cols)) return;
+            uint16_t* to = pack ? rounded.data() + (r - begin) * m.cols : out + r * m.cols;
+            for (int64_t c = 0; c < m.cols; ++c) to[c] = F32ToBF16(row[static_cast<size_t>(c)]);
+          }
+          if (pack) {
+            PackBf16Rows(rounded.data(), m.cols, 0, end - begin,
+                         reinterpret_cast<uint32_t*>(dst) + PackedBf16GroupWords(g, m.cols));
+          }
         });
       },
-      {});
+      replaced);
   for (const Streamed& t : targets) {
     WeightMatrix& m = *t.matrix;
-    m = {.dtype = DType::kBF16, .rows = m.rows, .cols = m.cols, .data = m.data};
+    m = {.dtype = DType::kBF16,
+         .rows = m.rows,
+         .cols = m.cols,
+         .data = m.data,
+         .layout16 = packs(m) ? Layout16::kPacked16 : Layout16::kRowMajor};
   }
-}
-
-void DropUnusedOwnedPages(const ModelConfig& config, ModelWeights& weights) {
-  const std::vector<Streamed> streamed =
-      StreamedMatrices(config, weights, [](const WeightMatrix&) { return true; });
-  std::erase_if(weights.owned_pages, [&](const HugePageBuffer& buffer) {
-    return std::none_of(streamed.begin(), streamed.end(), [&](const Streamed& s) {
-      const auto* p = static_cast<const uint8_t*>(s.matrix->data);
-      return p >= buffer.data() && p < buffer.data() + buffer.size();
-    });
-  });
 }
 
 void CopyStreamedWeights(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights,

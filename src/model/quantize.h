@@ -34,13 +34,12 @@ void QuantizeWeightsQ8(ThreadPool& pool, const KernelTable& kernels, const Model
 // Replaces every f32, f16 or FP8 matrix the matmul kernels stream (as Pack16BitWeights selects
 // them: not the embedding table, not the router; a tied lm_head gets its own copy) by a bf16
 // copy (F32ToBF16 of each decoded value: round to nearest even), all in one huge-page buffer,
-// rows in parallel; bf16 matrices stay as they are (mapped, no copy). Throws Error naming the
+// rows in parallel; `packed`: straight into Layout16::kPacked16 where the columns are even (what
+// Pack16BitWeights would make of it, without a row-major copy in between). bf16 matrices stay as
+// they are. `replaced` (optional) hears of each matrix's former bytes. Throws Error naming the
 // tensor and the first [row, column] holding NaN or inf, as the other copying loads do.
-void ConvertWeightsBf16(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights);
-
-// Frees the buffers of weights.owned_pages that no streamed matrix points into any more (e.g.
-// the bf16 conversion's after Pack16BitWeights packed every matrix in it).
-void DropUnusedOwnedPages(const ModelConfig& config, ModelWeights& weights);
+void ConvertWeightsBf16(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights,
+                        bool packed, const std::function<void(const void*, size_t)>& replaced = {});
 
 // Copies a model directory with its matrices in Q8 (config.json gets quantization_config
 // {quant_method: mlarun_q8, block_size: 32, layout}; tokenizer files are copied). kPacked16

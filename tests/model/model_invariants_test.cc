@@ -333,10 +333,29 @@ TEST(ModelTest, Bf16WeightsRoundOtherMatricesAtLoad) {
     const auto logits = RunLogits(*converted, ids, {});
     EXPECT_EQ(logits, RunLogits(*Model::Load(rounded_dir), ids, {}));
     EXPECT_NE(logits, RunLogits(*Model::Load(dir), ids, {}));  // the rounding took place
-    // Packed after the conversion (--load copy): one buffer left, the packed copy.
+    // With packing (--load copy): converted straight into the packed layout, in one buffer (no
+    // row-major copy in between); kv_b_proj's W_uk^T read back from it exactly.
     const auto packed = Model::Load(dir, {.weights = WeightFormat::kBf16, .pack_16bit = true});
-    EXPECT_EQ(packed->weights().lm_head.layout16, Layout16::kPacked16);
-    EXPECT_EQ(packed->weights().owned_pages.size(), 1u);
+    const ModelWeights& pw = packed->weights();
+    ASSERT_FALSE(pw.owned_pages.empty());
+    for (const WeightMatrix* m :
+         {&pw.lm_head, &pw.layers[1].moe.experts[0].down_proj, &pw.layers[0].mla.kv_b_proj}) {
+      EXPECT_EQ(m->dtype, DType::kBF16);
+      EXPECT_EQ(m->layout16, Layout16::kPacked16);
+      const auto* p = static_cast<const uint8_t*>(m->data);
+      const HugePageBuffer& first = pw.owned_pages.front();
+      EXPECT_TRUE(p >= first.data() && p < first.data() + first.size());
+    }
+    {
+      const WeightMatrix& a = w.layers[1].mla.w_uk_t[3];
+      const WeightMatrix& b = pw.layers[1].mla.w_uk_t[3];
+      std::vector<float> ra(static_cast<size_t>(a.cols)), rb(ra.size());
+      for (int64_t r = 0; r < a.rows; ++r) {
+        a.DecodeRow(r, ra.data());
+        b.DecodeRow(r, rb.data());
+        ASSERT_EQ(ra, rb) << r;
+      }
+    }
     EXPECT_LT(MaxAbsDiff(RunLogits(*packed, ids, {}), logits), 1e-4);
   }
   // FP8 files (128 x 128 block scales): each value is F32ToBF16 of the dequantised one.
