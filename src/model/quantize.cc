@@ -384,18 +384,20 @@ void CopyStreamedWeights(ThreadPool& pool, const ModelConfig& config, ModelWeigh
       replaced);
 }
 
-void WriteQ8Model(const ModelConfig& config, const ModelWeights& loaded, const std::string& src_dir,
-                  const std::string& out_dir, Q8Layout layout) {
-  // ForEachTensor takes a mutable struct (it sizes the per-layer vectors); on loaded weights the
-  // sizes are already right and nothing is modified.
-  ModelWeights& weights = const_cast<ModelWeights&>(loaded);
+namespace {
+
+// Creates `out_dir` with src_dir's config.json (its quantization_config replaced by `quantization`,
+// or removed if that is null) and tokenizer files.
+void StartModelDir(const std::string& src_dir, const std::string& out_dir,
+                   const nlohmann::json& quantization) {
   namespace fs = std::filesystem;
   fs::create_directories(out_dir);
   nlohmann::json cfg = nlohmann::json::parse(ReadFileToString(src_dir + "/config.json"));
-  cfg["quantization_config"] = {
-      {"quant_method", "mlarun_q8"},
-      {"block_size", kQ8Block},
-      {"layout", layout == Q8Layout::kPacked16 ? "packed16" : "row_major"}};
+  if (quantization.is_null()) {
+    cfg.erase("quantization_config");
+  } else {
+    cfg["quantization_config"] = quantization;
+  }
   WriteStringToFile(out_dir + "/config.json", cfg.dump(2) + "\n");
   for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
     if (fs::exists(src_dir + "/" + file)) {
@@ -403,13 +405,69 @@ void WriteQ8Model(const ModelConfig& config, const ModelWeights& loaded, const s
                     fs::copy_options::overwrite_existing);
     }
   }
+}
+
+// A vector tensor as float32.
+TensorToWrite VectorTensor(const TensorSlot& slot) {
+  TensorToWrite t{slot.name, DType::kF32, slot.shape, {}};
+  t.data.resize(slot.vector->values.size() * sizeof(float));
+  std::memcpy(t.data.data(), slot.vector->values.data(), t.data.size());
+  return t;
+}
+
+void FinishModelDir(const std::string& out_dir, const std::vector<TensorToWrite>& tensors) {
+  WriteSafetensors(out_dir + "/model.safetensors", tensors,
+                   {{"format", "pt"}, {"quantized_by", "mlarun"}});
+  std::filesystem::remove(out_dir + "/model.safetensors.index.json");
+}
+
+}  // namespace
+
+void WriteBf16Model(const ModelConfig& config, const ModelWeights& loaded,
+                    const std::string& src_dir, const std::string& out_dir) {
+  ModelWeights& weights = const_cast<ModelWeights&>(loaded);  // as in WriteQ8Model
+  StartModelDir(src_dir, out_dir, nullptr);
   std::vector<TensorToWrite> tensors;
   ForEachTensor(config, weights, [&](const TensorSlot& slot) {
     if (slot.vector != nullptr) {
-      TensorToWrite t{slot.name, DType::kF32, slot.shape, {}};
-      t.data.resize(slot.vector->values.size() * sizeof(float));
-      std::memcpy(t.data.data(), slot.vector->values.data(), t.data.size());
-      tensors.push_back(std::move(t));
+      tensors.push_back(VectorTensor(slot));
+      return;
+    }
+    const WeightMatrix& m = *slot.matrix;
+    if (m.dtype == DType::kI8 || m.layout16 != Layout16::kRowMajor || m.row_stride != 0)
+      throw Error("quantize: " + slot.name + " is not a row-major matrix");  // Load made none
+    // The matrices kept as loaded (router, embedding) that were FP8: float32, exactly.
+    const bool widen = m.dtype == DType::kF8E4M3;
+    TensorToWrite t{slot.name, widen ? DType::kF32 : m.dtype, slot.shape, {}};
+    const size_t row_bytes = static_cast<size_t>(m.cols) * DTypeSize(t.dtype);
+    t.data.resize(static_cast<size_t>(m.rows) * row_bytes);
+    for (int64_t r = 0; r < m.rows; ++r) {
+      uint8_t* dst = t.data.data() + static_cast<size_t>(r) * row_bytes;
+      if (widen) {
+        m.DecodeRow(r, reinterpret_cast<float*>(dst));
+      } else {
+        std::memcpy(dst, static_cast<const uint8_t*>(m.data) + static_cast<size_t>(r) * row_bytes,
+                    row_bytes);
+      }
+    }
+    tensors.push_back(std::move(t));
+  });
+  FinishModelDir(out_dir, tensors);
+}
+
+void WriteQ8Model(const ModelConfig& config, const ModelWeights& loaded, const std::string& src_dir,
+                  const std::string& out_dir, Q8Layout layout) {
+  // ForEachTensor takes a mutable struct (it sizes the per-layer vectors); on loaded weights the
+  // sizes are already right and nothing is modified.
+  ModelWeights& weights = const_cast<ModelWeights&>(loaded);
+  StartModelDir(src_dir, out_dir,
+                {{"quant_method", "mlarun_q8"},
+                 {"block_size", kQ8Block},
+                 {"layout", layout == Q8Layout::kPacked16 ? "packed16" : "row_major"}});
+  std::vector<TensorToWrite> tensors;
+  ForEachTensor(config, weights, [&](const TensorSlot& slot) {
+    if (slot.vector != nullptr) {
+      tensors.push_back(VectorTensor(slot));
       return;
     }
     const WeightMatrix& m = *slot.matrix;
@@ -454,9 +512,7 @@ void WriteQ8Model(const ModelConfig& config, const ModelWeights& loaded, const s
     t.data.assign(static_cast<const uint8_t*>(m.data), static_cast<const uint8_t*>(m.data) + bytes);
     tensors.push_back(std::move(t));
   });
-  WriteSafetensors(out_dir + "/model.safetensors", tensors,
-                   {{"format", "pt"}, {"quantized_by", "mlarun"}});
-  fs::remove(out_dir + "/model.safetensors.index.json");
+  FinishModelDir(out_dir, tensors);
 }
 
 }  // namespace mlarun

@@ -49,6 +49,13 @@ void WriteQ8Model(const ModelConfig& config, const ModelWeights& weights,
                   const std::string& src_dir, const std::string& out_dir,
                   Q8Layout layout = Q8Layout::kPacked16);
 
+// Copies a model directory loaded with WeightFormat::kBf16 (row-major, unpacked) as a bf16
+// checkpoint: its converted matrices in bf16, the rest as loaded (FP8 ones, the router or
+// embedding if stored so, widened to float32 exactly), config.json without quantization_config;
+// tokenizer files copied.
+void WriteBf16Model(const ModelConfig& config, const ModelWeights& weights,
+                    const std::string& src_dir, const std::string& out_dir);
+
 // Binds an I8 tensor of a row-major Q8 checkpoint (weight + F16 `<name>_q8_scale`) to `m`: a
 // view of the file when rows have the padded stride (packed later by PackQ8Weights), else a
 // packed copy. Throws Error naming the file and tensor.

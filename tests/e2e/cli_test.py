@@ -160,6 +160,21 @@ def main():
         failures.append("bench --weights bf16")
     expect_error("bench --weights int4", [bin_, "bench", "--model", model, "--weights", "int4"],
                  "--weights", "as-loaded, bf16, int8")
+    # quantize --weights bf16 writes the conversion once: it loads as bf16 with the same bytes.
+    bf16_dir = os.path.join(work, "tiny-bf16")
+    rq = run([bin_, "quantize", "--model", model, "--weights", "bf16", "--out", bf16_dir])
+    rw = run([bin_, "bench", "--model", bf16_dir, "-t", "1", "--depth", "0", "-p", "8", "-n", "4",
+              "--repeats", "1", "--json"])
+    linesw = [json.loads(l) for l in rw.stdout.splitlines() if l.strip()]
+    ok = (rq.returncode == 0 and rw.returncode == 0 and len(linesw) == 1 and linesb and
+          linesw[0]["weights"].lower() == "bf16" and
+          linesw[0]["bytes_per_decoded_token"] == linesb[0]["bytes_per_decoded_token"])
+    print(("PASS" if ok else "FAIL") + " quantize --weights bf16 writes a bf16 model (same bytes per token)")
+    if not ok:
+        print(rq.stderr, rw.stdout, rw.stderr)
+        failures.append("quantize --weights bf16")
+    expect_error("quantize --weights f16", [bin_, "quantize", "--model", model, "--weights", "f16",
+                                            "--out", os.path.join(work, "x16")], "--weights", "int8", "bf16")
     expect_error("bench repeats 0", [bin_, "bench", "--model", model, "--repeats", "0"], "--repeats")
     # Checked before a depth is filled (filling it would run for minutes first).
     expect_error("bench past the context", [bin_, "bench", "--model", model, "--depth", "0,99999999"],

@@ -333,6 +333,10 @@ TEST(ModelTest, Bf16WeightsRoundOtherMatricesAtLoad) {
     const auto logits = RunLogits(*converted, ids, {});
     EXPECT_EQ(logits, RunLogits(*Model::Load(rounded_dir), ids, {}));
     EXPECT_NE(logits, RunLogits(*Model::Load(dir), ids, {}));  // the rounding took place
+    // `mlarun quantize --weights bf16`: the converted checkpoint loads to the same logits.
+    const std::string written = dir + "_written_bf16";
+    WriteBf16Model(converted->config(), w, dir, written);
+    EXPECT_EQ(RunLogits(*Model::Load(written), ids, {}), logits);
     // With packing (--load copy): converted straight into the packed layout, in one buffer (no
     // row-major copy in between); kv_b_proj's W_uk^T read back from it exactly.
     const auto packed = Model::Load(dir, {.weights = WeightFormat::kBf16, .pack_16bit = true});
@@ -365,6 +369,12 @@ TEST(ModelTest, Bf16WeightsRoundOtherMatricesAtLoad) {
     const auto converted = Model::Load(fp8_dir, {.weights = WeightFormat::kBf16});
     const ModelWeights& a = fp8->weights();
     const ModelWeights& b = converted->weights();
+    const std::string written = fp8_dir + "_written_bf16";
+    WriteBf16Model(converted->config(), b, fp8_dir, written);
+    const auto reloaded = Model::Load(written);
+    EXPECT_FALSE(reloaded->config().q8_weights);
+    EXPECT_EQ(reloaded->weights().layers[0].mla.o_proj.dtype, DType::kBF16);
+    EXPECT_EQ(RunLogits(*reloaded, ids, {}), RunLogits(*converted, ids, {}));
     for (const auto& [from, to] :
          {std::pair{&a.layers[0].mla.o_proj, &b.layers[0].mla.o_proj},
           {&a.layers[1].moe.experts[2].down_proj, &b.layers[1].moe.experts[2].down_proj},
