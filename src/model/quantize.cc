@@ -415,7 +415,25 @@ TensorToWrite VectorTensor(const TensorSlot& slot) {
   return t;
 }
 
-void FinishModelDir(const std::string& out_dir, const std::vector<TensorToWrite>& tensors) {
+// Writes `out_dir` (StartModelDir with `quantization`, then model.safetensors): vectors as float32,
+// each matrix as `matrix_tensors(slot, m, tensors)` appends it.
+void WriteModelDir(const ModelConfig& config, const ModelWeights& loaded,
+                   const std::string& src_dir, const std::string& out_dir,
+                   const nlohmann::json& quantization,
+                   const std::function<void(const TensorSlot&, const WeightMatrix&,
+                                            std::vector<TensorToWrite>&)>& matrix_tensors) {
+  // ForEachTensor takes a mutable struct (it sizes the per-layer vectors); on loaded weights the
+  // sizes are already right and nothing is modified.
+  ModelWeights& weights = const_cast<ModelWeights&>(loaded);
+  StartModelDir(src_dir, out_dir, quantization);
+  std::vector<TensorToWrite> tensors;
+  ForEachTensor(config, weights, [&](const TensorSlot& slot) {
+    if (slot.vector != nullptr) {
+      tensors.push_back(VectorTensor(slot));
+    } else {
+      matrix_tensors(slot, *slot.matrix, tensors);
+    }
+  });
   WriteSafetensors(out_dir + "/model.safetensors", tensors,
                    {{"format", "pt"}, {"quantized_by", "mlarun"}});
   std::filesystem::remove(out_dir + "/model.safetensors.index.json");
@@ -423,96 +441,86 @@ void FinishModelDir(const std::string& out_dir, const std::vector<TensorToWrite>
 
 }  // namespace
 
-void WriteBf16Model(const ModelConfig& config, const ModelWeights& loaded,
+void WriteBf16Model(const ModelConfig& config, const ModelWeights& weights,
                     const std::string& src_dir, const std::string& out_dir) {
-  ModelWeights& weights = const_cast<ModelWeights&>(loaded);  // as in WriteQ8Model
-  StartModelDir(src_dir, out_dir, nullptr);
-  std::vector<TensorToWrite> tensors;
-  ForEachTensor(config, weights, [&](const TensorSlot& slot) {
-    if (slot.vector != nullptr) {
-      tensors.push_back(VectorTensor(slot));
-      return;
-    }
-    const WeightMatrix& m = *slot.matrix;
-    if (m.dtype == DType::kI8 || m.layout16 != Layout16::kRowMajor || m.row_stride != 0)
-      throw Error("quantize: " + slot.name + " is not a row-major matrix");  // Load made none
-    // The matrices kept as loaded (router, embedding) that were FP8: float32, exactly.
-    const bool widen = m.dtype == DType::kF8E4M3;
-    TensorToWrite t{slot.name, widen ? DType::kF32 : m.dtype, slot.shape, {}};
-    const size_t row_bytes = static_cast<size_t>(m.cols) * DTypeSize(t.dtype);
-    t.data.resize(static_cast<size_t>(m.rows) * row_bytes);
-    for (int64_t r = 0; r < m.rows; ++r) {
-      uint8_t* dst = t.data.data() + static_cast<size_t>(r) * row_bytes;
-      if (widen) {
-        m.DecodeRow(r, reinterpret_cast<float*>(dst));
-      } else {
-        std::memcpy(dst, static_cast<const uint8_t*>(m.data) + static_cast<size_t>(r) * row_bytes,
-                    row_bytes);
-      }
-    }
-    tensors.push_back(std::move(t));
-  });
-  FinishModelDir(out_dir, tensors);
+  WriteModelDir(
+      config, weights, src_dir, out_dir, nullptr,
+      [](const TensorSlot& slot, const WeightMatrix& m, std::vector<TensorToWrite>& tensors) {
+        if (m.dtype == DType::kI8 || m.layout16 != Layout16::kRowMajor ||
+            m.row_stride != 0) {  // Model::Load made none with --weights bf16
+          throw Error("quantize: " + slot.name + " is not a row-major matrix");
+        }
+        // The matrices kept as loaded (router, embedding) that were FP8: float32.
+        const bool widen = m.dtype == DType::kF8E4M3;
+        TensorToWrite t{slot.name, widen ? DType::kF32 : m.dtype, slot.shape, {}};
+        const size_t row_bytes = static_cast<size_t>(m.cols) * DTypeSize(t.dtype);
+        t.data.resize(static_cast<size_t>(m.rows) * row_bytes);
+        for (int64_t r = 0; r < m.rows; ++r) {
+          uint8_t* dst = t.data.data() + static_cast<size_t>(r) * row_bytes;
+          if (widen) {
+            m.DecodeRow(r, reinterpret_cast<float*>(dst));
+          } else {
+            std::memcpy(dst,
+                        static_cast<const uint8_t*>(m.data) + static_cast<size_t>(r) * row_bytes,
+                        row_bytes);
+          }
+        }
+        tensors.push_back(std::move(t));
+      });
 }
 
-void WriteQ8Model(const ModelConfig& config, const ModelWeights& loaded, const std::string& src_dir,
-                  const std::string& out_dir, Q8Layout layout) {
-  // ForEachTensor takes a mutable struct (it sizes the per-layer vectors); on loaded weights the
-  // sizes are already right and nothing is modified.
-  ModelWeights& weights = const_cast<ModelWeights&>(loaded);
-  StartModelDir(src_dir, out_dir,
-                {{"quant_method", "mlarun_q8"},
-                 {"block_size", kQ8Block},
-                 {"layout", layout == Q8Layout::kPacked16 ? "packed16" : "row_major"}});
-  std::vector<TensorToWrite> tensors;
-  ForEachTensor(config, weights, [&](const TensorSlot& slot) {
-    if (slot.vector != nullptr) {
-      tensors.push_back(VectorTensor(slot));
-      return;
-    }
-    const WeightMatrix& m = *slot.matrix;
-    if (m.dtype == DType::kI8 && layout == Q8Layout::kPacked16) {
-      if (m.q8_layout != Q8Layout::kPacked16)
-        throw Error("quantize: " + slot.name + " is not packed");  // Model::Load packs all
-      const int64_t padded_rows = Q8Groups(m.rows) * kQ8GroupRows;
-      const int64_t stride = Q8PaddedCols(m.cols);
-      TensorToWrite q{slot.name, DType::kU8, {padded_rows, stride}, {}};
-      TensorToWrite s{slot.name + "_q8_scale", DType::kF16, {padded_rows, stride / kQ8Block}, {}};
-      const auto* values = static_cast<const uint8_t*>(m.data);
-      q.data.assign(values, values + PackedQ8ValueBytes(m.rows, m.cols));
-      const auto* scales = reinterpret_cast<const uint8_t*>(m.q8_scales);
-      s.data.assign(scales, scales + PackedQ8ScaleCount(m.rows, m.cols) * 2);
-      tensors.push_back(std::move(q));
-      tensors.push_back(std::move(s));
-      return;
-    }
-    if (m.dtype == DType::kI8) {
-      const int64_t stride = Q8PaddedCols(m.cols);
-      const int64_t blocks = (m.cols + kQ8Block - 1) / kQ8Block;
-      TensorToWrite q{slot.name, DType::kI8, {m.rows, m.cols}, {}};
-      TensorToWrite s{slot.name + "_q8_scale", DType::kF16, {m.rows, blocks}, {}};
-      q.data.resize(static_cast<size_t>(m.rows * m.cols));
-      s.data.resize(static_cast<size_t>(m.rows * blocks) * 2);
-      std::vector<int8_t> row(static_cast<size_t>(stride));
-      std::vector<uint16_t> row_scales(static_cast<size_t>(stride / kQ8Block));
-      for (int64_t r = 0; r < m.rows; ++r) {
-        m.Q8Row(r, row.data(), row_scales.data());
-        std::memcpy(q.data.data() + r * m.cols, row.data(), static_cast<size_t>(m.cols));
-        std::memcpy(s.data.data() + r * blocks * 2, row_scales.data(),
-                    static_cast<size_t>(blocks) * 2);
-      }
-      tensors.push_back(std::move(q));
-      tensors.push_back(std::move(s));
-      return;
-    }
-    if (m.dtype == DType::kF8E4M3)
-      throw Error("quantize: " + slot.name + " is FP8 and was not re-quantised");
-    const size_t bytes = static_cast<size_t>(m.rows * m.cols) * DTypeSize(m.dtype);
-    TensorToWrite t{slot.name, m.dtype, slot.shape, {}};
-    t.data.assign(static_cast<const uint8_t*>(m.data), static_cast<const uint8_t*>(m.data) + bytes);
-    tensors.push_back(std::move(t));
-  });
-  FinishModelDir(out_dir, tensors);
+void WriteQ8Model(const ModelConfig& config, const ModelWeights& weights,
+                  const std::string& src_dir, const std::string& out_dir, Q8Layout layout) {
+  const nlohmann::json quantization = {
+      {"quant_method", "mlarun_q8"},
+      {"block_size", kQ8Block},
+      {"layout", layout == Q8Layout::kPacked16 ? "packed16" : "row_major"}};
+  WriteModelDir(
+      config, weights, src_dir, out_dir, quantization,
+      [&](const TensorSlot& slot, const WeightMatrix& m, std::vector<TensorToWrite>& tensors) {
+        if (m.dtype == DType::kI8 && layout == Q8Layout::kPacked16) {
+          if (m.q8_layout != Q8Layout::kPacked16)
+            throw Error("quantize: " + slot.name + " is not packed");  // Model::Load packs all
+          const int64_t padded_rows = Q8Groups(m.rows) * kQ8GroupRows;
+          const int64_t stride = Q8PaddedCols(m.cols);
+          TensorToWrite q{slot.name, DType::kU8, {padded_rows, stride}, {}};
+          TensorToWrite s{
+              slot.name + "_q8_scale", DType::kF16, {padded_rows, stride / kQ8Block}, {}};
+          const auto* values = static_cast<const uint8_t*>(m.data);
+          q.data.assign(values, values + PackedQ8ValueBytes(m.rows, m.cols));
+          const auto* scales = reinterpret_cast<const uint8_t*>(m.q8_scales);
+          s.data.assign(scales, scales + PackedQ8ScaleCount(m.rows, m.cols) * 2);
+          tensors.push_back(std::move(q));
+          tensors.push_back(std::move(s));
+          return;
+        }
+        if (m.dtype == DType::kI8) {
+          const int64_t stride = Q8PaddedCols(m.cols);
+          const int64_t blocks = (m.cols + kQ8Block - 1) / kQ8Block;
+          TensorToWrite q{slot.name, DType::kI8, {m.rows, m.cols}, {}};
+          TensorToWrite s{slot.name + "_q8_scale", DType::kF16, {m.rows, blocks}, {}};
+          q.data.resize(static_cast<size_t>(m.rows * m.cols));
+          s.data.resize(static_cast<size_t>(m.rows * blocks) * 2);
+          std::vector<int8_t> row(static_cast<size_t>(stride));
+          std::vector<uint16_t> row_scales(static_cast<size_t>(stride / kQ8Block));
+          for (int64_t r = 0; r < m.rows; ++r) {
+            m.Q8Row(r, row.data(), row_scales.data());
+            std::memcpy(q.data.data() + r * m.cols, row.data(), static_cast<size_t>(m.cols));
+            std::memcpy(s.data.data() + r * blocks * 2, row_scales.data(),
+                        static_cast<size_t>(blocks) * 2);
+          }
+          tensors.push_back(std::move(q));
+          tensors.push_back(std::move(s));
+          return;
+        }
+        if (m.dtype == DType::kF8E4M3)
+          throw Error("quantize: " + slot.name + " is FP8 and was not re-quantised");
+        const size_t bytes = static_cast<size_t>(m.rows * m.cols) * DTypeSize(m.dtype);
+        TensorToWrite t{slot.name, m.dtype, slot.shape, {}};
+        t.data.assign(static_cast<const uint8_t*>(m.data),
+                      static_cast<const uint8_t*>(m.data) + bytes);
+        tensors.push_back(std::move(t));
+      });
 }
 
 }  // namespace mlarun
