@@ -129,13 +129,12 @@ void Model::PrepareDerived() {
   if (c.family == ArchFamily::kDeepseek) {
     rope_ = MakeDeepseekRope(c);
     attention_scale_ = DeepseekSoftmaxScale(c);
-    // W_uk^T per head for the absorbed path: [kv_lora_rank, nope], same dtype (exact copy; a
-    // packed 16-bit kv_b_proj, from `--weights bf16` with packing, read by row and stored back
-    // exactly), FP8 and Q8 dequantised to f32.
+    // W_uk^T per head for the absorbed path: [kv_lora_rank, nope], same dtype (kv_b_proj's rows
+    // decoded whatever their layout, e.g. packed by `--weights bf16`, and stored back exactly),
+    // FP8 and Q8 dequantised to f32.
     for (LayerWeights& layer : weights_.layers) {
       const WeightMatrix& kv_b = layer.mla.kv_b_proj;
       const bool decode = kv_b.dtype == DType::kF8E4M3 || kv_b.dtype == DType::kI8;
-      const bool packed16 = !decode && kv_b.layout16 == Layout16::kPacked16;
       const DType dtype = decode ? DType::kF32 : kv_b.dtype;
       const size_t element = DTypeSize(dtype);
       std::vector<float> row(static_cast<size_t>(kv_b.cols));
@@ -143,21 +142,17 @@ void Model::PrepareDerived() {
         const size_t bytes = static_cast<size_t>(c.kv_lora_rank) * c.qk_nope_head_dim * element;
         auto buffer = std::make_unique<uint8_t[]>(bytes);
         for (int n = 0; n < c.qk_nope_head_dim; ++n) {
-          const int64_t src_row = static_cast<int64_t>(h) * (c.qk_nope_head_dim + c.v_head_dim) + n;
-          const uint8_t* src = static_cast<const uint8_t*>(kv_b.data) +
-                               static_cast<size_t>(src_row) * kv_b.cols * DTypeSize(kv_b.dtype);
-          if (decode || packed16) kv_b.DecodeRow(src_row, row.data());
+          kv_b.DecodeRow(static_cast<int64_t>(h) * (c.qk_nope_head_dim + c.v_head_dim) + n,
+                         row.data());
           for (int r = 0; r < c.kv_lora_rank; ++r) {
             uint8_t* dst =
                 buffer.get() + (static_cast<size_t>(r) * c.qk_nope_head_dim + n) * element;
-            if (decode) {
-              std::memcpy(dst, &row[static_cast<size_t>(r)], element);
-            } else if (packed16) {
-              const float v = row[static_cast<size_t>(r)];
+            const float v = row[static_cast<size_t>(r)];
+            if (dtype == DType::kF32) {
+              std::memcpy(dst, &v, sizeof(v));
+            } else {  // bf16, f16: the decoded value is exact in its own dtype
               const uint16_t bits = dtype == DType::kBF16 ? F32ToBF16(v) : F32ToF16(v);
               std::memcpy(dst, &bits, sizeof(bits));
-            } else {
-              std::memcpy(dst, src + static_cast<size_t>(r) * element, element);
             }
           }
         }
