@@ -59,8 +59,10 @@ std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoad
   model->config_ = LoadModelConfig(model_dir);
   const bool int8 = options.weights == WeightFormat::kInt8 || model->config_.q8_weights;
   const bool pack_16bit = options.pack_16bit && !int8;
-  model->archive_ = std::make_unique<SafetensorsArchive>(
-      SafetensorsArchive::Open(model_dir, pack_16bit ? FileLoad::kMmap : options.file_load));
+  // Packing and quantising at load copy the matrices they convert anyway: the files are mapped.
+  const bool quantize_at_load = int8 && !model->config_.q8_weights;
+  model->archive_ = std::make_unique<SafetensorsArchive>(SafetensorsArchive::Open(
+      model_dir, pack_16bit || quantize_at_load ? FileLoad::kMmap : options.file_load));
   LoadWeights(model->config_, *model->archive_, model_dir, model->weights_, options.on_progress);
   std::unique_ptr<ThreadPool> own_pool;
   ThreadPool* pool = options.pool;
@@ -96,13 +98,14 @@ std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoad
       });
     });
   }
-  if (options.weights == WeightFormat::kInt8) {
-    in_model_dir([&] { QuantizeWeightsQ8(*pool, kernels, model->config_, model->weights_); });
-  }
-  // The mapped file's pages of converted matrices are dropped from the process afterwards (they
-  // stay in the reclaimable page cache), as for packing below.
+  // The mapped file's pages of quantised or converted matrices are dropped from the process
+  // afterwards (they stay in the reclaimable page cache), as for packing below.
   const SafetensorsArchive& archive = *model->archive_;
   auto release = [&](const void* data, size_t bytes) { archive.ReleasePages(data, bytes); };
+  if (options.weights == WeightFormat::kInt8) {
+    in_model_dir(
+        [&] { QuantizeWeightsQ8(*pool, kernels, model->config_, model->weights_, release); });
+  }
   if (to_bf16) {
     in_model_dir(
         [&] { ConvertWeightsBf16(*pool, model->config_, model->weights_, pack_16bit, release); });

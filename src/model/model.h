@@ -73,6 +73,8 @@ struct ModelLoadOptions {
   WeightFormat weights = WeightFormat::kAsLoaded;
   // kMmap: weights used in place from the page cache (instant load); kCopy: read once into
   // anonymous huge-page memory (a read of the files at load; faster decode, docs/performance.md).
+  // Matrices quantised at load (kInt8 on a checkpoint not already Q8) land in huge pages either
+  // way: the files are then mapped, not copied, and the quantised matrices' pages released.
   FileLoad file_load = FileLoad::kMmap;
   // bf16 and f16 weights: copy the matrices into Layout16::kPacked16 for the SIMD kernels'
   // outer-product form. With kCopy the files are then mapped instead of copied (the packed

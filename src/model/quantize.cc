@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -108,7 +110,8 @@ WeightMatrix QuantizeMatrixQ8(ThreadPool* pool, const KernelTable& kernels,
 }
 
 void QuantizeWeightsQ8(ThreadPool& pool, const KernelTable& kernels, const ModelConfig& config,
-                       ModelWeights& weights) {
+                       ModelWeights& weights,
+                       const std::function<void(const void*, size_t)>& replaced) {
   std::vector<std::pair<std::string, WeightMatrix*>> targets;
   ForEachTensor(config, weights, [&](const TensorSlot& slot) {
     if (slot.matrix != nullptr && !KeepsLoadedDtype(slot.name) &&
@@ -119,7 +122,15 @@ void QuantizeWeightsQ8(ThreadPool& pool, const KernelTable& kernels, const Model
   if (config.tie_word_embeddings) {
     targets.emplace_back("lm_head (tied to model.embed_tokens.weight)", &weights.lm_head);
   }
-  for (auto& [name, m] : targets) *m = QuantizeMatrixQ8(&pool, kernels, *m, weights, name);
+  for (auto& [name, m] : targets) {
+    const WeightMatrix former = *m;
+    *m = QuantizeMatrixQ8(&pool, kernels, former, weights, name);
+    // A tied lm_head's bytes are the embedding table's, still in use.
+    if (replaced && former.data != weights.embed_tokens.data && former.row_stride == 0) {
+      replaced(former.data,
+               static_cast<size_t>(former.rows * former.cols) * DTypeSize(former.dtype));
+    }
+  }
 }
 
 void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,
@@ -407,35 +418,50 @@ void StartModelDir(const std::string& src_dir, const std::string& out_dir,
   }
 }
 
-// A vector tensor as float32.
-TensorToWrite VectorTensor(const TensorSlot& slot) {
-  TensorToWrite t{slot.name, DType::kF32, slot.shape, {}};
-  t.data.resize(slot.vector->values.size() * sizeof(float));
-  std::memcpy(t.data.data(), slot.vector->values.data(), t.data.size());
-  return t;
+// A tensor of the written checkpoint: its declaration and how to fill its bytes (called once,
+// when the writer reaches it, so only one tensor's bytes are in memory at a time).
+struct TensorSource {
+  TensorDecl decl;
+  std::function<void(std::vector<uint8_t>&)> fill;
+};
+
+// Copies `bytes` bytes from `from` into `out`.
+void CopyBytes(const void* from, size_t bytes, std::vector<uint8_t>& out) {
+  const auto* begin = static_cast<const uint8_t*>(from);
+  out.assign(begin, begin + bytes);
 }
 
-// Writes `out_dir` (StartModelDir with `quantization`, then model.safetensors): vectors as float32,
-// each matrix as `matrix_tensors(slot, m, tensors)` appends it.
+// Writes `out_dir` (StartModelDir with `quantization`, then model.safetensors, streamed): vectors
+// as float32, each matrix as `matrix_tensors(slot, m, sources)` declares it.
 void WriteModelDir(const ModelConfig& config, const ModelWeights& loaded,
                    const std::string& src_dir, const std::string& out_dir,
                    const nlohmann::json& quantization,
                    const std::function<void(const TensorSlot&, const WeightMatrix&,
-                                            std::vector<TensorToWrite>&)>& matrix_tensors) {
+                                            std::vector<TensorSource>&)>& matrix_tensors) {
   // ForEachTensor takes a mutable struct (it sizes the per-layer vectors); on loaded weights the
   // sizes are already right and nothing is modified.
   ModelWeights& weights = const_cast<ModelWeights&>(loaded);
   StartModelDir(src_dir, out_dir, quantization);
-  std::vector<TensorToWrite> tensors;
+  std::vector<TensorSource> sources;
   ForEachTensor(config, weights, [&](const TensorSlot& slot) {
     if (slot.vector != nullptr) {
-      tensors.push_back(VectorTensor(slot));
+      const std::vector<float>* values = &slot.vector->values;
+      sources.push_back({{slot.name, DType::kF32, slot.shape}, [values](std::vector<uint8_t>& out) {
+                           CopyBytes(values->data(), values->size() * sizeof(float), out);
+                         }});
     } else {
-      matrix_tensors(slot, *slot.matrix, tensors);
+      matrix_tensors(slot, *slot.matrix, sources);
     }
   });
-  WriteSafetensors(out_dir + "/model.safetensors", tensors,
-                   {{"format", "pt"}, {"quantized_by", "mlarun"}});
+  std::vector<TensorDecl> decls;
+  std::map<std::string, const TensorSource*> by_name;
+  for (const TensorSource& t : sources) {
+    decls.push_back(t.decl);
+    by_name[t.decl.name] = &t;
+  }
+  WriteSafetensorsStreaming(
+      out_dir + "/model.safetensors", decls, {{"format", "pt"}, {"quantized_by", "mlarun"}},
+      [&](const TensorDecl& d, std::vector<uint8_t>& out) { by_name.at(d.name)->fill(out); });
   std::filesystem::remove(out_dir + "/model.safetensors.index.json");
 }
 
@@ -445,27 +471,27 @@ void WriteBf16Model(const ModelConfig& config, const ModelWeights& weights,
                     const std::string& src_dir, const std::string& out_dir) {
   WriteModelDir(
       config, weights, src_dir, out_dir, nullptr,
-      [](const TensorSlot& slot, const WeightMatrix& m, std::vector<TensorToWrite>& tensors) {
+      [](const TensorSlot& slot, const WeightMatrix& m, std::vector<TensorSource>& sources) {
         if (m.dtype == DType::kI8 || m.layout16 != Layout16::kRowMajor ||
             m.row_stride != 0) {  // Model::Load made none with --weights bf16
           throw Error("quantize: " + slot.name + " is not a row-major matrix");
         }
         // The matrices kept as loaded (router, embedding) that were FP8: float32.
         const bool widen = m.dtype == DType::kF8E4M3;
-        TensorToWrite t{slot.name, widen ? DType::kF32 : m.dtype, slot.shape, {}};
-        const size_t row_bytes = static_cast<size_t>(m.cols) * DTypeSize(t.dtype);
-        t.data.resize(static_cast<size_t>(m.rows) * row_bytes);
-        for (int64_t r = 0; r < m.rows; ++r) {
-          uint8_t* dst = t.data.data() + static_cast<size_t>(r) * row_bytes;
-          if (widen) {
-            m.DecodeRow(r, reinterpret_cast<float*>(dst));
-          } else {
-            std::memcpy(dst,
-                        static_cast<const uint8_t*>(m.data) + static_cast<size_t>(r) * row_bytes,
-                        row_bytes);
-          }
-        }
-        tensors.push_back(std::move(t));
+        const DType dtype = widen ? DType::kF32 : m.dtype;
+        sources.push_back(
+            {{slot.name, dtype, slot.shape}, [&m, widen, dtype](auto& out) {
+               const size_t row_bytes = static_cast<size_t>(m.cols) * DTypeSize(dtype);
+               if (!widen) {
+                 CopyBytes(m.data, static_cast<size_t>(m.rows) * row_bytes, out);
+                 return;
+               }
+               out.resize(static_cast<size_t>(m.rows) * row_bytes);
+               for (int64_t r = 0; r < m.rows; ++r) {
+                 m.DecodeRow(
+                     r, reinterpret_cast<float*>(out.data() + static_cast<size_t>(r) * row_bytes));
+               }
+             }});
       });
 }
 
@@ -477,49 +503,50 @@ void WriteQ8Model(const ModelConfig& config, const ModelWeights& weights,
       {"layout", layout == Q8Layout::kPacked16 ? "packed16" : "row_major"}};
   WriteModelDir(
       config, weights, src_dir, out_dir, quantization,
-      [&](const TensorSlot& slot, const WeightMatrix& m, std::vector<TensorToWrite>& tensors) {
+      [&](const TensorSlot& slot, const WeightMatrix& m, std::vector<TensorSource>& sources) {
+        const std::string scale_name = slot.name + "_q8_scale";
         if (m.dtype == DType::kI8 && layout == Q8Layout::kPacked16) {
           if (m.q8_layout != Q8Layout::kPacked16)
             throw Error("quantize: " + slot.name + " is not packed");  // Model::Load packs all
           const int64_t padded_rows = Q8Groups(m.rows) * kQ8GroupRows;
           const int64_t stride = Q8PaddedCols(m.cols);
-          TensorToWrite q{slot.name, DType::kU8, {padded_rows, stride}, {}};
-          TensorToWrite s{
-              slot.name + "_q8_scale", DType::kF16, {padded_rows, stride / kQ8Block}, {}};
-          const auto* values = static_cast<const uint8_t*>(m.data);
-          q.data.assign(values, values + PackedQ8ValueBytes(m.rows, m.cols));
-          const auto* scales = reinterpret_cast<const uint8_t*>(m.q8_scales);
-          s.data.assign(scales, scales + PackedQ8ScaleCount(m.rows, m.cols) * 2);
-          tensors.push_back(std::move(q));
-          tensors.push_back(std::move(s));
+          sources.push_back({{slot.name, DType::kU8, {padded_rows, stride}}, [&m](auto& out) {
+                               CopyBytes(m.data, PackedQ8ValueBytes(m.rows, m.cols), out);
+                             }});
+          sources.push_back(
+              {{scale_name, DType::kF16, {padded_rows, stride / kQ8Block}}, [&m](auto& out) {
+                 CopyBytes(m.q8_scales, PackedQ8ScaleCount(m.rows, m.cols) * 2, out);
+               }});
           return;
         }
         if (m.dtype == DType::kI8) {
-          const int64_t stride = Q8PaddedCols(m.cols);
+          // Row-major: I8 [rows, cols] and F16 scales [rows, blocks], each unpacked from m.
           const int64_t blocks = (m.cols + kQ8Block - 1) / kQ8Block;
-          TensorToWrite q{slot.name, DType::kI8, {m.rows, m.cols}, {}};
-          TensorToWrite s{slot.name + "_q8_scale", DType::kF16, {m.rows, blocks}, {}};
-          q.data.resize(static_cast<size_t>(m.rows * m.cols));
-          s.data.resize(static_cast<size_t>(m.rows * blocks) * 2);
-          std::vector<int8_t> row(static_cast<size_t>(stride));
-          std::vector<uint16_t> row_scales(static_cast<size_t>(stride / kQ8Block));
-          for (int64_t r = 0; r < m.rows; ++r) {
-            m.Q8Row(r, row.data(), row_scales.data());
-            std::memcpy(q.data.data() + r * m.cols, row.data(), static_cast<size_t>(m.cols));
-            std::memcpy(s.data.data() + r * blocks * 2, row_scales.data(),
-                        static_cast<size_t>(blocks) * 2);
-          }
-          tensors.push_back(std::move(q));
-          tensors.push_back(std::move(s));
+          auto unpack = [&m, blocks](bool scales, std::vector<uint8_t>& out) {
+            const int64_t stride = Q8PaddedCols(m.cols);
+            const size_t row_bytes =
+                scales ? static_cast<size_t>(blocks) * 2 : static_cast<size_t>(m.cols);
+            out.resize(static_cast<size_t>(m.rows) * row_bytes);
+            std::vector<int8_t> row(static_cast<size_t>(stride));
+            std::vector<uint16_t> row_scales(static_cast<size_t>(stride / kQ8Block));
+            for (int64_t r = 0; r < m.rows; ++r) {
+              m.Q8Row(r, row.data(), row_scales.data());
+              const void* from = scales ? static_cast<const void*>(row_scales.data()) : row.data();
+              std::memcpy(out.data() + static_cast<size_t>(r) * row_bytes, from, row_bytes);
+            }
+          };
+          sources.push_back({{slot.name, DType::kI8, {m.rows, m.cols}},
+                             [unpack](auto& out) { unpack(false, out); }});
+          sources.push_back({{scale_name, DType::kF16, {m.rows, blocks}},
+                             [unpack](auto& out) { unpack(true, out); }});
           return;
         }
         if (m.dtype == DType::kF8E4M3)
           throw Error("quantize: " + slot.name + " is FP8 and was not re-quantised");
-        const size_t bytes = static_cast<size_t>(m.rows * m.cols) * DTypeSize(m.dtype);
-        TensorToWrite t{slot.name, m.dtype, slot.shape, {}};
-        t.data.assign(static_cast<const uint8_t*>(m.data),
-                      static_cast<const uint8_t*>(m.data) + bytes);
-        tensors.push_back(std::move(t));
+        sources.push_back(
+            {{slot.name, m.dtype, slot.shape}, [&m](auto& out) {
+               CopyBytes(m.data, static_cast<size_t>(m.rows * m.cols) * DTypeSize(m.dtype), out);
+             }});
       });
 }
 

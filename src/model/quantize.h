@@ -28,8 +28,10 @@ WeightMatrix QuantizeMatrixQ8(ThreadPool* pool, const KernelTable& kernels,
                               const std::string& name);
 
 // Quantises every other matrix of `weights` to Q8 blocks (kernels/quant.h), rows in parallel.
+// `replaced` (optional) hears of each quantised matrix's former bytes (not of a tied embedding's).
 void QuantizeWeightsQ8(ThreadPool& pool, const KernelTable& kernels, const ModelConfig& config,
-                       ModelWeights& weights);
+                       ModelWeights& weights,
+                       const std::function<void(const void*, size_t)>& replaced = {});
 
 // Replaces every f32, f16 or FP8 matrix the matmul kernels stream (as Pack16BitWeights selects
 // them: not the embedding table, not the router; a tied lm_head gets its own copy) by a bf16

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -18,6 +20,7 @@
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "model/quantize.h"
+#include "model/safetensors.h"
 #include "model/test_models.h"
 #include "runtime/generator.h"
 
@@ -611,6 +614,36 @@ TEST(ModelTest, PackedF16WeightsMatchRowMajor) {
   const auto ids = TestIds(40);
   for (const Isa isa : {Isa::kScalar, BestIsa()}) {
     ExpectPackedMatchesRowMajor(*packed, *row_major, ids, isa);
+  }
+}
+
+TEST(ModelTest, Int8QuantisationReportsEachReplacedMatrixButATiedEmbedding) {
+  // Model::Load releases the mapped pages QuantizeWeightsQ8 reports: exactly the quantised
+  // matrices' former bytes, never the embedding table a tied lm_head shares (still read).
+  for (const char* preset : {"tiny-v3", "tiny-qwen2"}) {
+    const std::string dir = testing::MakeTestModel(preset);
+    const ModelConfig config = LoadModelConfig(dir);
+    const SafetensorsArchive archive = SafetensorsArchive::Open(dir);
+    ModelWeights weights;
+    LoadWeights(config, archive, dir, weights);
+    std::set<std::pair<const void*, size_t>> expected;
+    ForEachTensor(config, weights, [&](const TensorSlot& slot) {
+      if (slot.matrix != nullptr && !KeepsLoadedDtype(slot.name)) {
+        const WeightMatrix& m = *slot.matrix;
+        expected.emplace(m.data, static_cast<size_t>(m.rows * m.cols) * DTypeSize(m.dtype));
+      }
+    });
+    const void* embedding = weights.embed_tokens.data;
+    EXPECT_EQ(weights.lm_head.data == embedding, config.tie_word_embeddings) << preset;
+    std::set<std::pair<const void*, size_t>> reported;
+    ThreadPool pool(2);
+    QuantizeWeightsQ8(pool, GetKernelTable(Isa::kScalar), config, weights,
+                      [&](const void* data, size_t bytes) {
+                        EXPECT_TRUE(reported.emplace(data, bytes).second) << preset;
+                      });
+    EXPECT_EQ(reported, expected) << preset;
+    EXPECT_EQ(weights.lm_head.dtype, DType::kI8) << preset;
+    EXPECT_EQ(weights.embed_tokens.data, embedding) << preset;
   }
 }
 
