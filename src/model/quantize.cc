@@ -9,15 +9,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
 #include <functional>
-#include <map>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 
 #include "core/error.h"
-#include "core/mapped_file.h"
 #include "kernels/packed_bf16.h"
 #include "kernels/quant.h"
 #include "model/finite_check.h"
@@ -393,161 +389,6 @@ void CopyStreamedWeights(ThreadPool& pool, const ModelConfig& config, ModelWeigh
         });
       },
       replaced);
-}
-
-namespace {
-
-// Creates `out_dir` with src_dir's config.json (its quantization_config replaced by `quantization`,
-// or removed if that is null) and tokenizer files.
-void StartModelDir(const std::string& src_dir, const std::string& out_dir,
-                   const nlohmann::json& quantization) {
-  namespace fs = std::filesystem;
-  fs::create_directories(out_dir);
-  nlohmann::json cfg = nlohmann::json::parse(ReadFileToString(src_dir + "/config.json"));
-  if (quantization.is_null()) {
-    cfg.erase("quantization_config");
-  } else {
-    cfg["quantization_config"] = quantization;
-  }
-  WriteStringToFile(out_dir + "/config.json", cfg.dump(2) + "\n");
-  for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
-    if (fs::exists(src_dir + "/" + file)) {
-      fs::copy_file(src_dir + "/" + file, out_dir + "/" + file,
-                    fs::copy_options::overwrite_existing);
-    }
-  }
-}
-
-// A tensor of the written checkpoint: its declaration and how to fill its bytes (called once,
-// when the writer reaches it, so only one tensor's bytes are in memory at a time).
-struct TensorSource {
-  TensorDecl decl;
-  std::function<void(std::vector<uint8_t>&)> fill;
-};
-
-// Copies `bytes` bytes from `from` into `out`.
-void CopyBytes(const void* from, size_t bytes, std::vector<uint8_t>& out) {
-  const auto* begin = static_cast<const uint8_t*>(from);
-  out.assign(begin, begin + bytes);
-}
-
-// Writes `out_dir` (StartModelDir with `quantization`, then model.safetensors, streamed): vectors
-// as float32, each matrix as `matrix_tensors(slot, m, sources)` declares it.
-void WriteModelDir(const ModelConfig& config, const ModelWeights& loaded,
-                   const std::string& src_dir, const std::string& out_dir,
-                   const nlohmann::json& quantization,
-                   const std::function<void(const TensorSlot&, const WeightMatrix&,
-                                            std::vector<TensorSource>&)>& matrix_tensors) {
-  // ForEachTensor takes a mutable struct (it sizes the per-layer vectors); on loaded weights the
-  // sizes are already right and nothing is modified.
-  ModelWeights& weights = const_cast<ModelWeights&>(loaded);
-  StartModelDir(src_dir, out_dir, quantization);
-  std::vector<TensorSource> sources;
-  ForEachTensor(config, weights, [&](const TensorSlot& slot) {
-    if (slot.vector != nullptr) {
-      const std::vector<float>* values = &slot.vector->values;
-      sources.push_back({{slot.name, DType::kF32, slot.shape}, [values](std::vector<uint8_t>& out) {
-                           CopyBytes(values->data(), values->size() * sizeof(float), out);
-                         }});
-    } else {
-      matrix_tensors(slot, *slot.matrix, sources);
-    }
-  });
-  std::vector<TensorDecl> decls;
-  std::map<std::string, const TensorSource*> by_name;
-  for (const TensorSource& t : sources) {
-    decls.push_back(t.decl);
-    by_name[t.decl.name] = &t;
-  }
-  WriteSafetensorsStreaming(
-      out_dir + "/model.safetensors", decls, {{"format", "pt"}, {"quantized_by", "mlarun"}},
-      [&](const TensorDecl& d, std::vector<uint8_t>& out) { by_name.at(d.name)->fill(out); });
-  std::filesystem::remove(out_dir + "/model.safetensors.index.json");
-}
-
-}  // namespace
-
-void WriteBf16Model(const ModelConfig& config, const ModelWeights& weights,
-                    const std::string& src_dir, const std::string& out_dir) {
-  WriteModelDir(
-      config, weights, src_dir, out_dir, nullptr,
-      [](const TensorSlot& slot, const WeightMatrix& m, std::vector<TensorSource>& sources) {
-        if (m.dtype == DType::kI8 || m.layout16 != Layout16::kRowMajor ||
-            m.row_stride != 0) {  // Model::Load made none with --weights bf16
-          throw Error("quantize: " + slot.name + " is not a row-major matrix");
-        }
-        // The matrices kept as loaded (router, embedding) that were FP8: float32.
-        const bool widen = m.dtype == DType::kF8E4M3;
-        const DType dtype = widen ? DType::kF32 : m.dtype;
-        sources.push_back(
-            {{slot.name, dtype, slot.shape}, [&m, widen, dtype](auto& out) {
-               const size_t row_bytes = static_cast<size_t>(m.cols) * DTypeSize(dtype);
-               if (!widen) {
-                 CopyBytes(m.data, static_cast<size_t>(m.rows) * row_bytes, out);
-                 return;
-               }
-               out.resize(static_cast<size_t>(m.rows) * row_bytes);
-               for (int64_t r = 0; r < m.rows; ++r) {
-                 m.DecodeRow(
-                     r, reinterpret_cast<float*>(out.data() + static_cast<size_t>(r) * row_bytes));
-               }
-             }});
-      });
-}
-
-void WriteQ8Model(const ModelConfig& config, const ModelWeights& weights,
-                  const std::string& src_dir, const std::string& out_dir, Q8Layout layout) {
-  const nlohmann::json quantization = {
-      {"quant_method", "mlarun_q8"},
-      {"block_size", kQ8Block},
-      {"layout", layout == Q8Layout::kPacked16 ? "packed16" : "row_major"}};
-  WriteModelDir(
-      config, weights, src_dir, out_dir, quantization,
-      [&](const TensorSlot& slot, const WeightMatrix& m, std::vector<TensorSource>& sources) {
-        const std::string scale_name = slot.name + "_q8_scale";
-        if (m.dtype == DType::kI8 && layout == Q8Layout::kPacked16) {
-          if (m.q8_layout != Q8Layout::kPacked16)
-            throw Error("quantize: " + slot.name + " is not packed");  // Model::Load packs all
-          const int64_t padded_rows = Q8Groups(m.rows) * kQ8GroupRows;
-          const int64_t stride = Q8PaddedCols(m.cols);
-          sources.push_back({{slot.name, DType::kU8, {padded_rows, stride}}, [&m](auto& out) {
-                               CopyBytes(m.data, PackedQ8ValueBytes(m.rows, m.cols), out);
-                             }});
-          sources.push_back(
-              {{scale_name, DType::kF16, {padded_rows, stride / kQ8Block}}, [&m](auto& out) {
-                 CopyBytes(m.q8_scales, PackedQ8ScaleCount(m.rows, m.cols) * 2, out);
-               }});
-          return;
-        }
-        if (m.dtype == DType::kI8) {
-          // Row-major: I8 [rows, cols] and F16 scales [rows, blocks], each unpacked from m.
-          const int64_t blocks = (m.cols + kQ8Block - 1) / kQ8Block;
-          auto unpack = [&m, blocks](bool scales, std::vector<uint8_t>& out) {
-            const int64_t stride = Q8PaddedCols(m.cols);
-            const size_t row_bytes =
-                scales ? static_cast<size_t>(blocks) * 2 : static_cast<size_t>(m.cols);
-            out.resize(static_cast<size_t>(m.rows) * row_bytes);
-            std::vector<int8_t> row(static_cast<size_t>(stride));
-            std::vector<uint16_t> row_scales(static_cast<size_t>(stride / kQ8Block));
-            for (int64_t r = 0; r < m.rows; ++r) {
-              m.Q8Row(r, row.data(), row_scales.data());
-              const void* from = scales ? static_cast<const void*>(row_scales.data()) : row.data();
-              std::memcpy(out.data() + static_cast<size_t>(r) * row_bytes, from, row_bytes);
-            }
-          };
-          sources.push_back({{slot.name, DType::kI8, {m.rows, m.cols}},
-                             [unpack](auto& out) { unpack(false, out); }});
-          sources.push_back({{scale_name, DType::kF16, {m.rows, blocks}},
-                             [unpack](auto& out) { unpack(true, out); }});
-          return;
-        }
-        if (m.dtype == DType::kF8E4M3)
-          throw Error("quantize: " + slot.name + " is FP8 and was not re-quantised");
-        sources.push_back(
-            {{slot.name, m.dtype, slot.shape}, [&m](auto& out) {
-               CopyBytes(m.data, static_cast<size_t>(m.rows * m.cols) * DTypeSize(m.dtype), out);
-             }});
-      });
 }
 
 }  // namespace mlarun

@@ -1,6 +1,6 @@
-// Weight formats made at load: 8-bit quantisation (`--weights int8`) and the `mlarun quantize`
-// writer (safetensors with I8 weights + F16 block scales, loadable without re-quantising);
-// bf16 conversion (`--weights bf16`); the packed and copied layouts of `--load copy`.
+// Weight formats made at load: 8-bit quantisation (`--weights int8`), bf16 conversion
+// (`--weights bf16`), the packed and copied layouts of `--load copy`; binding the Q8 tensors
+// that `mlarun quantize` writes (checkpoint_writer.h).
 #pragma once
 
 #include <functional>
@@ -42,21 +42,6 @@ void QuantizeWeightsQ8(ThreadPool& pool, const KernelTable& kernels, const Model
 // tensor and the first [row, column] holding NaN or inf, as the other copying loads do.
 void ConvertWeightsBf16(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights,
                         bool packed, const std::function<void(const void*, size_t)>& replaced = {});
-
-// Copies a model directory with its matrices in Q8 (config.json gets quantization_config
-// {quant_method: mlarun_q8, block_size: 32, layout}; tokenizer files are copied). kPacked16
-// (the default) stores the kernels' layout, so loading maps it in place with no copy;
-// kRowMajor stores I8 [rows, cols] + F16 scales [rows, ceil(cols / 32)], packed at load.
-void WriteQ8Model(const ModelConfig& config, const ModelWeights& weights,
-                  const std::string& src_dir, const std::string& out_dir,
-                  Q8Layout layout = Q8Layout::kPacked16);
-
-// Copies a model directory loaded with WeightFormat::kBf16 (row-major, unpacked) as a bf16
-// checkpoint: its converted matrices in bf16, the rest as loaded (FP8 ones, the router or
-// embedding if stored so, widened to float32 exactly), config.json without quantization_config;
-// tokenizer files copied.
-void WriteBf16Model(const ModelConfig& config, const ModelWeights& weights,
-                    const std::string& src_dir, const std::string& out_dir);
 
 // Binds an I8 tensor of a row-major Q8 checkpoint (weight + F16 `<name>_q8_scale`) to `m`: a
 // view of the file when rows have the padded stride (packed later by PackQ8Weights), else a

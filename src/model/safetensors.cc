@@ -177,9 +177,10 @@ void WriteSafetensorsStreaming(
     const std::string& path, const std::vector<TensorDecl>& decls,
     const std::map<std::string, std::string>& metadata,
     const std::function<void(const TensorDecl&, std::vector<uint8_t>&)>& fill) {
-  // Tensors whose size is a multiple of a cache line come first, the rest after with larger
-  // element types first: with the data section cache-line aligned, every large tensor then starts
-  // on a cache line (vector loads never straddle two lines) and every tensor on its element size.
+  // Tensors whose size is a multiple of a cache line come first, in the order declared, the rest
+  // after with larger element types first: with the data section cache-line aligned, every large
+  // tensor then starts on a cache line (vector loads never straddle two lines) and every tensor on
+  // its element size. (Declaration order lets a caller write related tensors one after another.)
   auto n_bytes = [](const TensorDecl& d) {
     uint64_t bytes = DTypeSize(d.dtype);
     for (int64_t dim : d.shape) bytes *= static_cast<uint64_t>(dim);
@@ -192,7 +193,7 @@ void WriteSafetensorsStreaming(
     const bool a_lines = n_bytes(*a) % kDataAlignment == 0;
     const bool b_lines = n_bytes(*b) % kDataAlignment == 0;
     if (a_lines != b_lines) return a_lines;
-    return DTypeSize(a->dtype) > DTypeSize(b->dtype);
+    return !a_lines && DTypeSize(a->dtype) > DTypeSize(b->dtype);
   });
   Json header = Json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;

@@ -60,9 +60,9 @@ struct TensorToWrite {
 };
 
 // Writes tensors to a safetensors file with optional string metadata. The data section starts at
-// a multiple of 64 bytes and tensors whose size is a multiple of 64 bytes come first, so they all
-// start on a cache line; the others follow with larger element types first (each aligned to its
-// element size).
+// a multiple of 64 bytes and tensors whose size is a multiple of 64 bytes come first (in the
+// given order), so they all start on a cache line; the others follow with larger element types
+// first (each aligned to its element size).
 void WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
@@ -73,7 +73,8 @@ struct TensorDecl {
   std::vector<int64_t> shape;
 };
 // Streams tensors to `path`: writes the header from `decls`, then calls `fill(decl, bytes)` once
-// per tensor in file order; `fill` must resize `bytes` to the tensor's exact size.
+// per tensor in file order (WriteSafetensors' order); `fill` must resize `bytes` to the
+// tensor's exact size.
 void WriteSafetensorsStreaming(
     const std::string& path, const std::vector<TensorDecl>& decls,
     const std::map<std::string, std::string>& metadata,

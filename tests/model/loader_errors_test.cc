@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "model/checkpoint_writer.h"
 #include "model/model.h"
 #include "model/quantize.h"
 #include "model/safetensors.h"
@@ -159,6 +160,27 @@ TEST(LoaderErrorsTest, Int8QuantisationOfANanWeightNamesTensorAndPosition) {
   }
   EXPECT_EQ(error, dir + ": tensor '" + name +
                        "' holds NaN at [3, 5]: it cannot be quantised to int8 (--weights int8)");
+  // `mlarun quantize` (int8 and bf16) stops at the same weight and leaves no weights file.
+  const std::string out = ::testing::TempDir() + "/nan_weight_quantized";
+  fs::remove_all(out);
+  for (WeightFormat format : {WeightFormat::kInt8, WeightFormat::kBf16}) {
+    std::string written_error;
+    try {
+      WriteConvertedCheckpoint(dir, out, {.weights = format});
+    } catch (const Error& e) {
+      written_error = e.what();
+    }
+    if (format == WeightFormat::kInt8) {
+      EXPECT_EQ(written_error, error);
+    } else {
+      // bf16's message: "... holds NaN at [3, 5]: weights must be finite ...".
+      EXPECT_EQ(written_error.rfind(error.substr(0, error.find(": it cannot")), 0), 0u)
+          << written_error;
+    }
+    EXPECT_FALSE(fs::exists(out + "/model.safetensors"));
+    EXPECT_FALSE(fs::exists(out + "/model.safetensors.partial"));
+    EXPECT_FALSE(fs::exists(out + "/config.json"));
+  }
 }
 
 // A copying load: the archive copies the files (pack_16bit false), or the matrices are packed
@@ -249,8 +271,7 @@ std::string CopyPackedQ8Model(const std::string& name) {
   const std::string src = testing::MakeTestModel("tiny-v2-lite");
   const std::string dst = ::testing::TempDir() + "/broken_q8_" + name;
   fs::remove_all(dst);
-  const auto model = Model::Load(src, {.weights = WeightFormat::kInt8});
-  WriteQ8Model(model->config(), model->weights(), src, dst);
+  WriteConvertedCheckpoint(src, dst);
   return dst;
 }
 

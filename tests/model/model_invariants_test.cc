@@ -18,6 +18,7 @@
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
 #include "kv/kv_cache.h"
+#include "model/checkpoint_writer.h"
 #include "model/model.h"
 #include "model/quantize.h"
 #include "model/safetensors.h"
@@ -338,7 +339,7 @@ TEST(ModelTest, Bf16WeightsRoundOtherMatricesAtLoad) {
     EXPECT_NE(logits, RunLogits(*Model::Load(dir), ids, {}));  // the rounding took place
     // `mlarun quantize --weights bf16`: the converted checkpoint loads to the same logits.
     const std::string written = dir + "_written_bf16";
-    WriteBf16Model(converted->config(), w, dir, written);
+    WriteConvertedCheckpoint(dir, written, {.weights = WeightFormat::kBf16});
     EXPECT_EQ(RunLogits(*Model::Load(written), ids, {}), logits);
     // With packing (--load copy): converted straight into the packed layout, in one buffer (no
     // row-major copy in between); kv_b_proj's W_uk^T read back from it exactly.
@@ -373,7 +374,7 @@ TEST(ModelTest, Bf16WeightsRoundOtherMatricesAtLoad) {
     const ModelWeights& a = fp8->weights();
     const ModelWeights& b = converted->weights();
     const std::string written = fp8_dir + "_written_bf16";
-    WriteBf16Model(converted->config(), b, fp8_dir, written);
+    WriteConvertedCheckpoint(fp8_dir, written, {.weights = WeightFormat::kBf16});
     const auto reloaded = Model::Load(written);
     EXPECT_FALSE(reloaded->config().q8_weights);
     EXPECT_EQ(reloaded->weights().layers[0].mla.o_proj.dtype, DType::kBF16);
@@ -404,7 +405,7 @@ TEST(ModelTest, Bf16WeightsRoundOtherMatricesAtLoad) {
   const std::string dir = testing::MakeTestModel("tiny-v3");
   const auto int8 = Model::Load(dir, {.weights = WeightFormat::kInt8});
   const std::string q8_dir = dir + "_q8_for_bf16";
-  WriteQ8Model(int8->config(), int8->weights(), dir, q8_dir);
+  WriteConvertedCheckpoint(dir, q8_dir);
   try {
     Model::Load(q8_dir, {.weights = WeightFormat::kBf16});
     ADD_FAILURE() << "a Q8 checkpoint loaded with --weights bf16";
@@ -446,13 +447,12 @@ TEST(ModelTest, Int8WeightsStayCloseToF32AndQuantizedFilesLoadIdentically) {
   }
   // Packed (mapped in place) and row-major (packed at load) files alike.
   const std::string q8_dir = dir + "_q8";
-  WriteQ8Model(int8_model->config(), int8_model->weights(), dir, q8_dir);
+  WriteConvertedCheckpoint(dir, q8_dir);
   const auto packed = Model::Load(q8_dir);
   EXPECT_TRUE(packed->config().q8_packed);
   EXPECT_EQ(RunLogits(*packed, ids, {}), int8);
   const std::string row_major_dir = dir + "_q8_row_major";
-  WriteQ8Model(int8_model->config(), int8_model->weights(), dir, row_major_dir,
-               Q8Layout::kRowMajor);
+  WriteConvertedCheckpoint(dir, row_major_dir, {.layout = Q8Layout::kRowMajor});
   const auto row_major = Model::Load(row_major_dir);
   EXPECT_FALSE(row_major->config().q8_packed);
   EXPECT_EQ(RunLogits(*row_major, ids, {}), int8);

@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
+#include <string>
+#include <vector>
 
 namespace mlarun {
 namespace {
@@ -52,6 +55,15 @@ TEST(SafetensorsTest, WrittenTensorsRoundTripAndStartOnCacheLines) {
       EXPECT_EQ(address % DTypeSize(t.dtype), 0u) << t.name;
     }
   }
+  // Whole cache lines keep the given order (`mlarun quantize` writes a Q8 matrix's values, then
+  // its scales, holding one matrix at a time); the odd sizes follow, larger elements first.
+  std::vector<std::string> file_order;
+  for (const TensorToWrite& t : tensors) file_order.push_back(t.name);
+  std::sort(file_order.begin(), file_order.end(), [&](const std::string& a, const std::string& b) {
+    return archive.Find(a)->data < archive.Find(b)->data;
+  });
+  EXPECT_EQ(file_order,
+            (std::vector<std::string>{"weight", "q8", "scales", "bias", "odd_bf16", "odd_i8"}));
 }
 
 }  // namespace
