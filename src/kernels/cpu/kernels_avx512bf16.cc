@@ -229,7 +229,7 @@ void DotRowsBf16Blocks(const uint16_t* const* rows, int n_rows_int, const uint32
   for (int64_t block = 0; block < n_heads / 16; ++block) {
     const uint32_t* qb = qp + block * dim * 8;
     float* sb = s + block * 16 * lds;
-    constexpr int64_t kAhead = 2 * kRows;
+    constexpr int64_t kAhead = int64_t{2} * kRows;
     int64_t r = 0;
     for (; r + kRows <= n_rows; r += kRows) {
       // The first head block reads the rows from memory: the rows kAhead ahead a line per inner
