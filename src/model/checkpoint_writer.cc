@@ -9,7 +9,6 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,71 +92,69 @@ TensorSource Bf16Matrix(ThreadPool& pool, const TensorSlot& slot, const WeightMa
           }};
 }
 
-// The Q8 form of one matrix, made by whichever of its two tensors is written first and freed
-// after the second.
+// The two tensors of one Q8 matrix (values and scales, in the file's layout), made by whichever
+// is written first; each is handed over (moved) when written.
 struct PendingQ8 {
-  ModelWeights scratch;  // owns the quantised pages
-  std::optional<WeightMatrix> q8;
-  int unwritten = 2;
+  bool made = false;
+  std::vector<uint8_t> values;
+  std::vector<uint8_t> scales;
 };
 
+// Writes `q`'s values and scales in `layout` into `p`.
+void Q8Tensors(const WeightMatrix& q, Q8Layout layout, PendingQ8& p) {
+  if (layout == Q8Layout::kPacked16) {
+    CopyBytes(q.data, PackedQ8ValueBytes(q.rows, q.cols), p.values);
+    CopyBytes(q.q8_scales, PackedQ8ScaleCount(q.rows, q.cols) * 2, p.scales);
+    return;
+  }
+  // Row-major: I8 [rows, cols] and F16 scales [rows, blocks], unpacked row by row.
+  const int64_t stride = Q8PaddedCols(q.cols);
+  const size_t blocks = static_cast<size_t>((q.cols + kQ8Block - 1) / kQ8Block);
+  p.values.resize(static_cast<size_t>(q.rows * q.cols));
+  p.scales.resize(static_cast<size_t>(q.rows) * blocks * 2);
+  std::vector<int8_t> row(static_cast<size_t>(stride));
+  std::vector<uint16_t> row_scales(static_cast<size_t>(stride / kQ8Block));
+  for (int64_t r = 0; r < q.rows; ++r) {
+    q.Q8Row(r, row.data(), row_scales.data());
+    std::memcpy(p.values.data() + r * q.cols, row.data(), static_cast<size_t>(q.cols));
+    std::memcpy(p.scales.data() + static_cast<size_t>(r) * blocks * 2, row_scales.data(),
+                blocks * 2);
+  }
+}
+
 // `m` in Q8 as `--weights int8` loads it (quantised, or an I8 input packed), as two tensors:
-// values and `<name>_q8_scale`, in `layout`.
+// values and `<name>_q8_scale`, in `layout`. Declared values first, so that with the writer's
+// order (whole cache lines in declaration order) only one matrix is held at a time.
 void Q8Matrix(ThreadPool& pool, const KernelTable& kernels, Q8Layout layout, const TensorSlot& slot,
               const WeightMatrix& m, std::vector<TensorSource>& sources) {
   auto pending = std::make_shared<PendingQ8>();
-  // Calls write(q8) with the quantised matrix, made on first use and freed after two writes.
-  auto with_q8 = [&pool, &kernels, &m, pending,
-                  name = slot.name](const std::function<void(const WeightMatrix&)>& write) {
-    if (!pending->q8) {
-      if (m.dtype != DType::kI8) {
-        pending->q8 = QuantizeMatrixQ8(&pool, kernels, m, pending->scratch, name);
-      } else {
-        pending->q8 =
-            m.q8_layout == Q8Layout::kPacked16 ? m : PackQ8Matrix(&pool, m, pending->scratch);
-      }
+  auto make = [&pool, &kernels, &m, layout, pending, name = slot.name] {
+    if (pending->made) return;
+    ModelWeights scratch;  // owns the quantised or packed pages until this returns
+    WeightMatrix q8 = m;
+    if (m.dtype != DType::kI8) {
+      q8 = QuantizeMatrixQ8(&pool, kernels, m, scratch, name);
+    } else if (m.q8_layout != Q8Layout::kPacked16) {
+      q8 = PackQ8Matrix(&pool, m, scratch);
     }
-    write(*pending->q8);
-    if (--pending->unwritten == 0) *pending = PendingQ8{.unwritten = 0};
+    Q8Tensors(q8, layout, *pending);
+    pending->made = true;
   };
-  const std::string scale_name = slot.name + "_q8_scale";
-  if (layout == Q8Layout::kPacked16) {
-    const int64_t padded_rows = Q8Groups(m.rows) * kQ8GroupRows;
-    const int64_t stride = Q8PaddedCols(m.cols);
-    sources.push_back({{slot.name, DType::kU8, {padded_rows, stride}}, [with_q8](auto& out) {
-                         with_q8([&](const WeightMatrix& q) {
-                           CopyBytes(q.data, PackedQ8ValueBytes(q.rows, q.cols), out);
-                         });
-                       }});
-    sources.push_back(
-        {{scale_name, DType::kF16, {padded_rows, stride / kQ8Block}}, [with_q8](auto& out) {
-           with_q8([&](const WeightMatrix& q) {
-             CopyBytes(q.q8_scales, PackedQ8ScaleCount(q.rows, q.cols) * 2, out);
-           });
-         }});
-    return;
-  }
-  // Row-major: I8 [rows, cols] and F16 scales [rows, blocks], each unpacked row by row.
-  const int64_t blocks = (m.cols + kQ8Block - 1) / kQ8Block;
-  auto unpack = [with_q8, blocks](bool scales, std::vector<uint8_t>& out) {
-    with_q8([&](const WeightMatrix& q) {
-      const int64_t stride = Q8PaddedCols(q.cols);
-      const size_t row_bytes =
-          scales ? static_cast<size_t>(blocks) * 2 : static_cast<size_t>(q.cols);
-      out.resize(static_cast<size_t>(q.rows) * row_bytes);
-      std::vector<int8_t> row(static_cast<size_t>(stride));
-      std::vector<uint16_t> row_scales(static_cast<size_t>(stride / kQ8Block));
-      for (int64_t r = 0; r < q.rows; ++r) {
-        q.Q8Row(r, row.data(), row_scales.data());
-        const void* from = scales ? static_cast<const void*>(row_scales.data()) : row.data();
-        std::memcpy(out.data() + static_cast<size_t>(r) * row_bytes, from, row_bytes);
-      }
-    });
-  };
+  const bool packed = layout == Q8Layout::kPacked16;
+  const int64_t rows = packed ? Q8Groups(m.rows) * kQ8GroupRows : m.rows;
+  const int64_t stride = Q8PaddedCols(m.cols);
+  const int64_t blocks = packed ? stride / kQ8Block : (m.cols + kQ8Block - 1) / kQ8Block;
   sources.push_back(
-      {{slot.name, DType::kI8, {m.rows, m.cols}}, [unpack](auto& out) { unpack(false, out); }});
+      {{slot.name, packed ? DType::kU8 : DType::kI8, {rows, packed ? stride : m.cols}},
+       [make, pending](auto& out) {
+         make();
+         out = std::move(pending->values);
+       }});
   sources.push_back(
-      {{scale_name, DType::kF16, {m.rows, blocks}}, [unpack](auto& out) { unpack(true, out); }});
+      {{slot.name + "_q8_scale", DType::kF16, {rows, blocks}}, [make, pending](auto& out) {
+         make();
+         out = std::move(pending->scales);
+       }});
 }
 
 }  // namespace
