@@ -58,6 +58,7 @@ TEST(SafetensorsTest, WrittenTensorsRoundTripAndStartOnCacheLines) {
   // Whole cache lines keep the given order (`mlarun quantize` writes a Q8 matrix's values, then
   // its scales, holding one matrix at a time); the odd sizes follow, larger elements first.
   std::vector<std::string> file_order;
+  file_order.reserve(tensors.size());
   for (const TensorToWrite& t : tensors) file_order.push_back(t.name);
   std::sort(file_order.begin(), file_order.end(), [&](const std::string& a, const std::string& b) {
     return archive.Find(a)->data < archive.Find(b)->data;
