@@ -43,10 +43,12 @@ void CopyConfigAndTokenizer(const std::string& src_dir, const std::string& out_d
   }
 }
 
-// A tensor of the written checkpoint: its declaration and how to make its bytes.
+// A tensor of the written checkpoint: its declaration, how to make its bytes and the matrix it
+// is made from (if any: its file pages are released once the tensor is written).
 struct TensorSource {
   TensorDecl decl;
   std::function<void(std::vector<uint8_t>&)> fill;
+  const WeightMatrix* matrix = nullptr;
 };
 
 void CopyBytes(const void* from, size_t bytes, std::vector<uint8_t>& out) {
@@ -65,15 +67,17 @@ TensorSource StoredMatrix(const TensorSlot& slot, const WeightMatrix& m) {
   }
   const bool widen = m.dtype == DType::kF8E4M3;
   const DType dtype = widen ? DType::kF32 : m.dtype;
-  return {{slot.name, dtype, slot.shape}, [&m, widen](std::vector<uint8_t>& out) {
+  return {{slot.name, dtype, slot.shape},
+          [&m, widen](std::vector<uint8_t>& out) {
             if (!widen) return CopyBytes(m.data, MatrixBytes(m), out);
             out.resize(static_cast<size_t>(m.rows * m.cols) * sizeof(float));
             for (int64_t r = 0; r < m.rows; ++r)
               m.DecodeRow(r, reinterpret_cast<float*>(out.data()) + r * m.cols);
-          }};
+          },
+          &m};
 }
 
-// `m` rounded to bf16 (F32ToBF16 of each decoded value, as ConvertWeightsBf16 at load).
+// `m` rounded to bf16 as ConvertWeightsBf16 rounds it at load (RoundRowToBf16).
 TensorSource Bf16Matrix(ThreadPool& pool, const TensorSlot& slot, const WeightMatrix& m) {
   return {{slot.name, DType::kBF16, slot.shape},
           [&pool, &m, name = slot.name](std::vector<uint8_t>& out) {
@@ -83,13 +87,11 @@ TensorSource Bf16Matrix(ThreadPool& pool, const TensorSlot& slot, const WeightMa
             ForRowsInItems(&pool, m.rows, 64, [&](int64_t r) {
               thread_local std::vector<float> row;
               row.resize(static_cast<size_t>(m.cols));
-              m.DecodeRow(r, row.data());
-              if (!bad.Check(r, DType::kF32, row.data(), m.cols)) return;
-              for (int64_t c = 0; c < m.cols; ++c)
-                to[r * m.cols + c] = F32ToBF16(row[static_cast<size_t>(c)]);
+              RoundRowToBf16(m, r, row.data(), to + r * m.cols, bad);
             });
             if (bad.found()) throw NonFiniteWeightError(name, m, bad.row());
-          }};
+          },
+          &m};
 }
 
 // The two tensors of one Q8 matrix (values and scales, in the file's layout), made by whichever
@@ -149,12 +151,14 @@ void Q8Matrix(ThreadPool& pool, const KernelTable& kernels, Q8Layout layout, con
        [make, pending](auto& out) {
          make();
          out = std::move(pending->values);
-       }});
-  sources.push_back(
-      {{slot.name + "_q8_scale", DType::kF16, {rows, blocks}}, [make, pending](auto& out) {
-         make();
-         out = std::move(pending->scales);
-       }});
+       },
+       &m});
+  sources.push_back({{slot.name + "_q8_scale", DType::kF16, {rows, blocks}},
+                     [make, pending](auto& out) {
+                       make();
+                       out = std::move(pending->scales);
+                     },
+                     &m});
 }
 
 }  // namespace
@@ -220,17 +224,13 @@ void WriteConvertedCheckpoint(const std::string& src_dir, const std::string& out
       decls.push_back(t.decl);
       by_name[t.decl.name] = &t;
     }
-    // The matrices' file pages are released once their tensors are written.
-    std::map<std::string, const WeightMatrix*> matrix_of;
-    ForEachTensor(config, weights, [&](const TensorSlot& slot) {
-      if (slot.matrix != nullptr) matrix_of[slot.name] = slot.matrix;
-    });
     fs::create_directories(out_dir);
     WriteSafetensorsStreaming(tmp, decls, {{"format", "pt"}, {"quantized_by", "mlarun"}},
                               [&](const TensorDecl& d, std::vector<uint8_t>& out) {
-                                in_src_dir([&] { by_name.at(d.name)->fill(out); });
-                                if (const auto it = matrix_of.find(d.name); it != matrix_of.end())
-                                  archive.ReleasePages(it->second->data, MatrixBytes(*it->second));
+                                const TensorSource& t = *by_name.at(d.name);
+                                in_src_dir([&] { t.fill(out); });
+                                if (t.matrix != nullptr)
+                                  archive.ReleasePages(t.matrix->data, MatrixBytes(*t.matrix));
                               });
   } catch (...) {
     std::error_code ignored;

@@ -318,6 +318,14 @@ void Pack16BitWeights(ThreadPool& pool, const ModelConfig& config, ModelWeights&
   for (const Streamed& t : targets) t.matrix->layout16 = Layout16::kPacked16;
 }
 
+bool RoundRowToBf16(const WeightMatrix& m, int64_t r, float* row, uint16_t* out,
+                    FirstNonFiniteRow& bad) {
+  m.DecodeRow(r, row);
+  if (!bad.Check(r, DType::kF32, row, m.cols)) return false;
+  for (int64_t c = 0; c < m.cols; ++c) out[c] = F32ToBF16(row[c]);
+  return true;
+}
+
 void ConvertWeightsBf16(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights,
                         bool packed, const std::function<void(const void*, size_t)>& replaced) {
   const std::vector<Streamed> targets =
@@ -344,10 +352,8 @@ void ConvertWeightsBf16(ThreadPool& pool, const ModelConfig& config, ModelWeight
           const int64_t begin = g * kBf16GroupRows;
           const int64_t end = std::min(m.rows, begin + kBf16GroupRows);
           for (int64_t r = begin; r < end; ++r) {
-            m.DecodeRow(r, row.data());
-            if (!bad.Check(r, DType::kF32, row.data(), m.cols)) return;
             uint16_t* to = pack ? rounded.data() + (r - begin) * m.cols : out + r * m.cols;
-            for (int64_t c = 0; c < m.cols; ++c) to[c] = F32ToBF16(row[static_cast<size_t>(c)]);
+            if (!RoundRowToBf16(m, r, row.data(), to, bad)) return;
           }
           if (pack) {
             PackBf16Rows(rounded.data(), m.cols, 0, end - begin,

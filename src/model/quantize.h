@@ -10,6 +10,7 @@
 #include "core/thread_pool.h"
 #include "kernels/kernel_table.h"
 #include "model/config.h"
+#include "model/finite_check.h"
 #include "model/weights.h"
 
 namespace mlarun {
@@ -32,6 +33,12 @@ WeightMatrix QuantizeMatrixQ8(ThreadPool* pool, const KernelTable& kernels,
 void QuantizeWeightsQ8(ThreadPool& pool, const KernelTable& kernels, const ModelConfig& config,
                        ModelWeights& weights,
                        const std::function<void(const void*, size_t)>& replaced = {});
+
+// Row r of `m` rounded to bf16 (F32ToBF16 of each decoded value: round to nearest even) into
+// out[m.cols], `row` (m.cols floats) as scratch; false, with the row noted in `bad`, if it holds
+// NaN or inf. The rounding of ConvertWeightsBf16 and of `mlarun quantize --weights bf16`.
+bool RoundRowToBf16(const WeightMatrix& m, int64_t r, float* row, uint16_t* out,
+                    FirstNonFiniteRow& bad);
 
 // Replaces every f32, f16 or FP8 matrix the matmul kernels stream (as Pack16BitWeights selects
 // them: not the embedding table, not the router; a tied lm_head gets its own copy) by a bf16
