@@ -61,33 +61,35 @@ size_t MatrixBytes(const WeightMatrix& m) {
 }
 
 // A matrix kept as stored (row-major): its bytes, FP8 ones decoded to float32 (exact).
-TensorSource StoredMatrix(const TensorSlot& slot, const WeightMatrix& m) {
+TensorSource StoredMatrix(const KernelTable& kernels, const TensorSlot& slot,
+                          const WeightMatrix& m) {
   if (m.dtype == DType::kI8 || m.layout16 != Layout16::kRowMajor || m.row_stride != 0) {
     throw Error("tensor '" + slot.name + "' is not a row-major matrix");  // LoadWeights makes none
   }
   const bool widen = m.dtype == DType::kF8E4M3;
   const DType dtype = widen ? DType::kF32 : m.dtype;
   return {{slot.name, dtype, slot.shape},
-          [&m, widen](std::vector<uint8_t>& out) {
+          [&kernels, &m, widen](std::vector<uint8_t>& out) {
             if (!widen) return CopyBytes(m.data, MatrixBytes(m), out);
             out.resize(static_cast<size_t>(m.rows * m.cols) * sizeof(float));
             for (int64_t r = 0; r < m.rows; ++r)
-              m.DecodeRow(r, reinterpret_cast<float*>(out.data()) + r * m.cols);
+              kernels.decode_row(m, r, reinterpret_cast<float*>(out.data()) + r * m.cols);
           },
           &m};
 }
 
 // `m` rounded to bf16 as ConvertWeightsBf16 rounds it at load (RoundRowToBf16).
-TensorSource Bf16Matrix(ThreadPool& pool, const TensorSlot& slot, const WeightMatrix& m) {
+TensorSource Bf16Matrix(ThreadPool& pool, const KernelTable& kernels, const TensorSlot& slot,
+                        const WeightMatrix& m) {
   return {{slot.name, DType::kBF16, slot.shape},
-          [&pool, &m, name = slot.name](std::vector<uint8_t>& out) {
+          [&pool, &kernels, &m, name = slot.name](std::vector<uint8_t>& out) {
             out.resize(static_cast<size_t>(m.rows * m.cols) * sizeof(uint16_t));
             auto* to = reinterpret_cast<uint16_t*>(out.data());
             FirstNonFiniteRow bad(m.rows);
             ForRowsInItems(&pool, m.rows, 64, [&](int64_t r) {
               thread_local std::vector<float> row;
               row.resize(static_cast<size_t>(m.cols));
-              RoundRowToBf16(m, r, row.data(), to + r * m.cols, bad);
+              RoundRowToBf16(kernels, m, r, row.data(), to + r * m.cols, bad);
             });
             if (bad.found()) throw NonFiniteWeightError(name, m, bad.row());
           },
@@ -211,9 +213,9 @@ void WriteConvertedCheckpoint(const std::string& src_dir, const std::string& out
                              CopyBytes(values->data(), values->size() * sizeof(float), out);
                            }});
       } else if (!converted(slot)) {
-        sources.push_back(StoredMatrix(slot, *slot.matrix));
+        sources.push_back(StoredMatrix(kernels, slot, *slot.matrix));
       } else if (bf16) {
-        sources.push_back(Bf16Matrix(pool, slot, *slot.matrix));
+        sources.push_back(Bf16Matrix(pool, kernels, slot, *slot.matrix));
       } else {
         Q8Matrix(pool, kernels, options.layout, slot, *slot.matrix, sources);
       }

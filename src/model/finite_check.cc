@@ -1,6 +1,6 @@
-// Symbols: n values per row; a value is non-finite when its bits without the sign reach the
-// pattern of exponent all ones (float32 0x7f800000, bfloat16 0x7f80, float16 0x7c00: inf, and
-// NaN above it) or, for FP8 e4m3fn, are all ones (0x7f: NaN).
+// Symbols: n values per row; a value is non-finite when its exponent bits are all ones (float32
+// 0x7f800000, bfloat16 0x7f80, float16 0x7c00: inf or NaN) or, for FP8 e4m3fn, when its bits
+// without the sign are (0x7f: NaN).
 #include "model/finite_check.h"
 
 #include <algorithm>
@@ -16,17 +16,18 @@ namespace mlarun {
 
 namespace {
 
-// Index of the first element of bits [n] whose magnitude bits (bits & magnitude) reach
-// `threshold` (the non-finite patterns: exponent all ones), or -1: a max over the row first
-// (branch-free: two vector ops per vector of values), then a search only where one was seen.
+// Index of the first element of bits [n] with all the bits of `mask` set (the non-finite
+// patterns), or -1: an OR of the comparisons over the row first (branch-free: and, compare, or
+// per vector of values, which SSE2 has for every width; the unsigned maximum this replaced has
+// no SSE2 instruction for 16 or 32 bits and made the check 10% of `quantize --weights bf16`),
+// then a search only where one was seen.
 template <typename Bits>
-int64_t FirstReaching(const Bits* bits, int64_t n, Bits magnitude, Bits threshold) {
-  Bits largest = 0;
-  for (int64_t i = 0; i < n; ++i)
-    largest = std::max(largest, static_cast<Bits>(bits[i] & magnitude));
-  if (largest < threshold) return -1;
+int64_t FirstWithAll(const Bits* bits, int64_t n, Bits mask) {
+  Bits seen = 0;
+  for (int64_t i = 0; i < n; ++i) seen |= static_cast<Bits>((bits[i] & mask) == mask);
+  if (seen == 0) return -1;
   for (int64_t i = 0; i < n; ++i) {
-    if ((bits[i] & magnitude) >= threshold) return i;
+    if ((bits[i] & mask) == mask) return i;
   }
   return -1;
 }
@@ -72,14 +73,12 @@ std::string NonFiniteMessage(const std::string& name, bool nan, const std::strin
 int64_t FirstNonFiniteValue(DType dtype, const void* values, int64_t n) {
   switch (dtype) {
     case DType::kF32:
-      return FirstReaching(static_cast<const uint32_t*>(values), n, uint32_t{0x7fffffffu},
-                           uint32_t{0x7f800000u});
+      return FirstWithAll(static_cast<const uint32_t*>(values), n, uint32_t{0x7f800000u});
     case DType::kBF16:
     case DType::kF16:
-      return FirstReaching(static_cast<const uint16_t*>(values), n, uint16_t{0x7fff},
-                           NonFinite16Threshold(dtype));
+      return FirstWithAll(static_cast<const uint16_t*>(values), n, NonFinite16Threshold(dtype));
     case DType::kF8E4M3:
-      return FirstReaching(static_cast<const uint8_t*>(values), n, uint8_t{0x7f}, uint8_t{0x7f});
+      return FirstWithAll(static_cast<const uint8_t*>(values), n, uint8_t{0x7f});
     default:
       return -1;
   }

@@ -22,8 +22,8 @@ namespace mlarun {
 // -1. Other dtypes (int8) have no such values: -1.
 int64_t FirstNonFiniteValue(DType dtype, const void* values, int64_t n);
 
-// The magnitude bits (value & 0x7fff) from which a kBF16 (0x7f80) or kF16 (0x7c00) value is inf
-// or NaN.
+// The exponent bits of kBF16 (0x7f80) or kF16 (0x7c00): a value is inf or NaN when all are set,
+// i.e. when its magnitude bits (value & 0x7fff) reach them.
 inline uint16_t NonFinite16Threshold(DType dtype) {
   return dtype == DType::kBF16 ? uint16_t{0x7f80} : uint16_t{0x7c00};
 }

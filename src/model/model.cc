@@ -107,8 +107,9 @@ std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoad
         [&] { QuantizeWeightsQ8(*pool, kernels, model->config_, model->weights_, release); });
   }
   if (to_bf16) {
-    in_model_dir(
-        [&] { ConvertWeightsBf16(*pool, model->config_, model->weights_, pack_16bit, release); });
+    in_model_dir([&] {
+      ConvertWeightsBf16(*pool, kernels, model->config_, model->weights_, pack_16bit, release);
+    });
   }
   model->PrepareDerived();
   if (int8) {

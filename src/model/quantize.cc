@@ -87,7 +87,7 @@ WeightMatrix QuantizeMatrixQ8(ThreadPool* pool, const KernelTable& kernels,
     row.resize(static_cast<size_t>(source.cols));
     q.resize(static_cast<size_t>(stride));
     s.resize(static_cast<size_t>(stride / kQ8Block));
-    source.DecodeRow(r, row.data());
+    kernels.decode_row(source, r, row.data());
     if (!bad.Check(r, DType::kF32, row.data(), source.cols)) return;
     kernels.quantize_weight_row_q8(row.data(), source.cols, q.data(), s.data());
     PackQ8Row(r, source.cols, q.data(), s.data(), values, scales);
@@ -318,16 +318,21 @@ void Pack16BitWeights(ThreadPool& pool, const ModelConfig& config, ModelWeights&
   for (const Streamed& t : targets) t.matrix->layout16 = Layout16::kPacked16;
 }
 
-bool RoundRowToBf16(const WeightMatrix& m, int64_t r, float* row, uint16_t* out,
-                    FirstNonFiniteRow& bad) {
-  m.DecodeRow(r, row);
+bool RoundRowToBf16(const KernelTable& kernels, const WeightMatrix& m, int64_t r, float* row,
+                    uint16_t* out, FirstNonFiniteRow& bad) {
+  kernels.decode_row(m, r, row);
   if (!bad.Check(r, DType::kF32, row, m.cols)) return false;
-  for (int64_t c = 0; c < m.cols; ++c) out[c] = F32ToBF16(row[c]);
+  if (kernels.round_to_bf16 != nullptr) {
+    kernels.round_to_bf16(row, m.cols, out);
+  } else {
+    for (int64_t c = 0; c < m.cols; ++c) out[c] = F32ToBF16(row[c]);
+  }
   return true;
 }
 
-void ConvertWeightsBf16(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights,
-                        bool packed, const std::function<void(const void*, size_t)>& replaced) {
+void ConvertWeightsBf16(ThreadPool& pool, const KernelTable& kernels, const ModelConfig& config,
+                        ModelWeights& weights, bool packed,
+                        const std::function<void(const void*, size_t)>& replaced) {
   const std::vector<Streamed> targets =
       StreamedMatrices(config, weights, [](const WeightMatrix& m) {
         return m.dtype == DType::kF32 || m.dtype == DType::kF16 || m.dtype == DType::kF8E4M3;
@@ -353,7 +358,7 @@ void ConvertWeightsBf16(ThreadPool& pool, const ModelConfig& config, ModelWeight
           const int64_t end = std::min(m.rows, begin + kBf16GroupRows);
           for (int64_t r = begin; r < end; ++r) {
             uint16_t* to = pack ? rounded.data() + (r - begin) * m.cols : out + r * m.cols;
-            if (!RoundRowToBf16(m, r, row.data(), to, bad)) return;
+            if (!RoundRowToBf16(kernels, m, r, row.data(), to, bad)) return;
           }
           if (pack) {
             PackBf16Rows(rounded.data(), m.cols, 0, end - begin,

@@ -36,9 +36,10 @@ void QuantizeWeightsQ8(ThreadPool& pool, const KernelTable& kernels, const Model
 
 // Row r of `m` rounded to bf16 (F32ToBF16 of each decoded value: round to nearest even) into
 // out[m.cols], `row` (m.cols floats) as scratch; false, with the row noted in `bad`, if it holds
-// NaN or inf. The rounding of ConvertWeightsBf16 and of `mlarun quantize --weights bf16`.
-bool RoundRowToBf16(const WeightMatrix& m, int64_t r, float* row, uint16_t* out,
-                    FirstNonFiniteRow& bad);
+// NaN or inf. The rounding of ConvertWeightsBf16 and of `mlarun quantize --weights bf16`, by the
+// kernels' decode_row and round_to_bf16 (bitwise the scalar DecodeRow and F32ToBF16).
+bool RoundRowToBf16(const KernelTable& kernels, const WeightMatrix& m, int64_t r, float* row,
+                    uint16_t* out, FirstNonFiniteRow& bad);
 
 // Replaces every f32, f16 or FP8 matrix the matmul kernels stream (as Pack16BitWeights selects
 // them: not the embedding table, not the router; a tied lm_head gets its own copy) by a bf16
@@ -47,8 +48,9 @@ bool RoundRowToBf16(const WeightMatrix& m, int64_t r, float* row, uint16_t* out,
 // Pack16BitWeights would make of it, without a row-major copy in between). bf16 matrices stay as
 // they are. `replaced` (optional) hears of each matrix's former bytes. Throws Error naming the
 // tensor and the first [row, column] holding NaN or inf, as the other copying loads do.
-void ConvertWeightsBf16(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights,
-                        bool packed, const std::function<void(const void*, size_t)>& replaced = {});
+void ConvertWeightsBf16(ThreadPool& pool, const KernelTable& kernels, const ModelConfig& config,
+                        ModelWeights& weights, bool packed,
+                        const std::function<void(const void*, size_t)>& replaced = {});
 
 // Binds an I8 tensor of a row-major Q8 checkpoint (weight + F16 `<name>_q8_scale`) to `m`: a
 // view of the file when rows have the padded stride (packed later by PackQ8Weights), else a

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -127,6 +129,72 @@ TEST_P(SimdTest, Fp8WeightsWidenBitwiseForEveryByteAndScale) {
       }
     }
   }
+}
+
+// decode_row gives WeightMatrix::DecodeRow bitwise (NaN as NaN): every bf16 and every f16 bit
+// pattern (one 65,536-value row, row 1 of two, so the row offset counts), every FP8 byte times
+// block scales from subnormal to 2^100 with a column tail past the vectors, f32, and the layouts
+// that fall back to DecodeRow (packed bf16, Q8).
+TEST_P(SimdTest, DecodeRowIsBitwiseDecodeRowForEveryValue) {
+  auto expect_same = [](const WeightMatrix& m, int64_t r, const KernelTable& k) {
+    std::vector<float> expected(static_cast<size_t>(m.cols));
+    std::vector<float> got(static_cast<size_t>(m.cols), -7.0f);
+    m.DecodeRow(r, expected.data());
+    k.decode_row(m, r, got.data());
+    for (int64_t c = 0; c < m.cols; ++c) {
+      const float e = expected[static_cast<size_t>(c)];
+      const float g = got[static_cast<size_t>(c)];
+      if (std::isnan(e)) {
+        ASSERT_TRUE(std::isnan(g)) << DTypeName(m.dtype) << " col " << c;
+      } else {
+        ASSERT_EQ(std::bit_cast<uint32_t>(e), std::bit_cast<uint32_t>(g))
+            << DTypeName(m.dtype) << " col " << c << ": " << e << " vs " << g;
+      }
+    }
+  };
+  const int64_t patterns = 65536;
+  std::vector<uint16_t> all16(static_cast<size_t>(2 * patterns));
+  for (int64_t i = 0; i < patterns; ++i) {
+    all16[static_cast<size_t>(patterns + i)] = static_cast<uint16_t>(i);
+    all16[static_cast<size_t>(i)] = static_cast<uint16_t>(patterns - 1 - i);
+  }
+  for (const DType dtype : {DType::kBF16, DType::kF16}) {
+    const WeightMatrix m{.dtype = dtype, .rows = 2, .cols = patterns, .data = all16.data()};
+    expect_same(m, 1, simd());
+    expect_same(m, 0, simd());
+  }
+  // FP8: rows of 256 + 21 columns (each byte once, then a tail), blocks of 2 rows x 64 columns.
+  const int64_t rows = 4;
+  const int64_t cols = 256 + 21;
+  std::vector<uint8_t> fp8(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < fp8.size(); ++i) fp8[i] = static_cast<uint8_t>(i * 7 % 256 + i / 256);
+  const std::vector<float> scales = {1.0f,    0.0123f, -3.5f,     1e-40f, 0x1p100f,
+                                     2.0e-3f, 7.0f,    0x1p-120f, 0.5f,   3.0f};
+  const WeightMatrix m8{.dtype = DType::kF8E4M3,
+                        .rows = rows,
+                        .cols = cols,
+                        .data = fp8.data(),
+                        .block_scale = scales.data(),
+                        .block_rows = 2,
+                        .block_cols = 64};
+  for (int64_t r = 0; r < rows; ++r) expect_same(m8, r, simd());
+  const std::vector<float> f32 = Random(static_cast<size_t>(3 * 37), 9);
+  const WeightMatrix m32{.dtype = DType::kF32, .rows = 3, .cols = 37, .data = f32.data()};
+  for (int64_t r = 0; r < 3; ++r) expect_same(m32, r, simd());
+  // Layouts decoded by DecodeRow itself.
+  const int64_t packed_cols = 70;
+  std::vector<uint16_t> bf16(static_cast<size_t>(20 * packed_cols));
+  for (size_t i = 0; i < bf16.size(); ++i)
+    bf16[i] = F32ToBF16(static_cast<float>(i) * 0.25f - 9.0f);
+  std::vector<uint32_t> packed(PackedBf16Bytes(20, packed_cols) / sizeof(uint32_t));
+  PackBf16Rows(bf16.data(), packed_cols, 0, 20, packed.data());
+  const WeightMatrix mp{.dtype = DType::kBF16,
+                        .rows = 20,
+                        .cols = packed_cols,
+                        .data = packed.data(),
+                        .layout16 = Layout16::kPacked16};
+  for (int64_t r = 0; r < 20; ++r) expect_same(mp, r, simd());
+  for (int64_t r = 0; r < 3; ++r) expect_same(m8, r, scalar());
 }
 
 // bf16 row-major weights with x in pair form (AVX2): close to the scalar product, and each token

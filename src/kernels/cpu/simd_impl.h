@@ -228,6 +228,21 @@ void F8ToF32Row(const WeightMatrix& w, int64_t r, float* out) {
   }
 }
 
+// decode_row: row-major f32, bf16, f16 and FP8 rows in vectors, other layouts by DecodeRow.
+void DecodeRowV(const WeightMatrix& w, int64_t r, float* out) {
+  const bool row_major = w.layout16 == Layout16::kRowMajor && w.row_stride == 0;
+  const int64_t cols = w.cols;
+  if (w.dtype == DType::kF8E4M3) {
+    F8ToF32Row(w, r, out);
+  } else if (w.dtype == DType::kBF16 && row_major) {
+    Bf16ToF32(static_cast<const uint16_t*>(w.data) + r * cols, out, cols);
+  } else if (w.dtype == DType::kF16 && row_major) {
+    F16ToF32Row(static_cast<const uint16_t*>(w.data) + r * cols, out, cols);
+  } else {
+    w.DecodeRow(r, out);
+  }
+}
+
 // kPairX (KernelTable::matmul_rows_pair_x, bf16 row-major weights only): x is in pair form; up
 // to kFusedMaxTokens tokens widen the rows in registers (Tile with kPairX), more convert each
 // block of rows once, in pair order, into float32; both give each output the same FMA sequence.
@@ -641,6 +656,7 @@ const KernelTable kTable = {.isa = V::kIsa,
                             .softmax = SoftmaxV,
                             .top_k = TopKV,
                             .round_to_bf16 = V::RoundToBf16,
+                            .decode_row = DecodeRowV,
                             .scale_bias_max = ScaleBiasMax,
                             .exp_shift_sum = ExpShiftSum,
                             .pv_accumulate = PvAccumulate,

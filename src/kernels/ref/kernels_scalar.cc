@@ -113,6 +113,8 @@ void Bf16ToF32Scalar(const uint16_t* in, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = BF16ToF32(in[i]);
 }
 
+void DecodeRowScalar(const WeightMatrix& w, int64_t r, float* out) { w.DecodeRow(r, out); }
+
 void TopKScalar(const float* scores, int n, int k, int* out) {
   TopK(std::span<const float>(scores, static_cast<size_t>(n)), k, out);
 }
@@ -134,6 +136,7 @@ const KernelTable kScalarTable = {.isa = Isa::kScalar,
                                   .rope = ApplyRopeHeads,
                                   .softmax = Softmax,
                                   .top_k = TopKScalar,
+                                  .decode_row = DecodeRowScalar,
                                   .scale_bias_max = ScaleBiasMaxScalar,
                                   .exp_shift_sum = ExpShiftSumScalar,
                                   .pv_accumulate = PvAccumulateScalar,
