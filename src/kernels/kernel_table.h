@@ -129,8 +129,8 @@ struct KernelTable {
   // Optional (null: the scalar F32ToBF16 loop): out[i] = F32ToBF16(x[i]), bitwise.
   void (*round_to_bf16)(const float* x, int64_t n, uint16_t* out);
   // w.DecodeRow(r, out): row r of `w` as float32, bitwise for finite values (NaN stays NaN,
-  // perhaps with another payload); SIMD tables widen row-major f32, bf16, f16 and FP8 rows in
-  // vectors (the conversions of weights at load and by `mlarun quantize`).
+  // perhaps with another payload); SIMD tables widen row-major bf16, f16 and FP8 rows in vectors
+  // (the conversions of weights at load and by `mlarun quantize`).
   void (*decode_row)(const WeightMatrix& w, int64_t r, float* out);
   // One online-softmax tile row: s[i] = s[i] * scale + bias[i] (SIMD versions may fuse the
   // multiply-add); returns max_i s[i] (-inf for n = 0).

@@ -228,7 +228,8 @@ void F8ToF32Row(const WeightMatrix& w, int64_t r, float* out) {
   }
 }
 
-// decode_row: row-major f32, bf16, f16 and FP8 rows in vectors, other layouts by DecodeRow.
+// decode_row: row-major bf16, f16 and FP8 rows widened in vectors; f32 rows (a copy) and packed
+// layouts by DecodeRow.
 void DecodeRowV(const WeightMatrix& w, int64_t r, float* out) {
   const bool row_major = w.layout16 == Layout16::kRowMajor && w.row_stride == 0;
   const int64_t cols = w.cols;
