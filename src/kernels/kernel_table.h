@@ -132,6 +132,10 @@ struct KernelTable {
   // perhaps with another payload); SIMD tables widen row-major bf16, f16 and FP8 rows in vectors
   // (the conversions of weights at load and by `mlarun quantize`).
   void (*decode_row)(const WeightMatrix& w, int64_t r, float* out);
+  // Optional (null: PackBf16Rows itself): PackBf16Rows (packed_bf16.h), bitwise, its return value
+  // included; AVX-512 transposes whole groups 16 x 16 words at a time.
+  uint16_t (*pack_bf16_rows)(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
+                             uint32_t* dst);
   // One online-softmax tile row: s[i] = s[i] * scale + bias[i] (SIMD versions may fuse the
   // multiply-add); returns max_i s[i] (-inf for n = 0).
   float (*scale_bias_max)(float* s, float scale, const float* bias, int64_t n);

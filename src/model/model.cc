@@ -120,7 +120,7 @@ std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoad
     // The mapped file's pages of packed matrices are then dropped from the process (they stay
     // in the reclaimable page cache), so memory holds the weights once.
     in_model_dir([&] {
-      Pack16BitWeights(*pool, model->config_, model->weights_, release);
+      Pack16BitWeights(*pool, kernels, model->config_, model->weights_, release);
       // The files were mapped instead of copied: the matrices not packed get their copy here.
       if (copy) CopyStreamedWeights(*pool, model->config_, model->weights_, release);
     });

@@ -290,7 +290,20 @@ void RehomeMatrices(const std::vector<Streamed>& targets, ModelWeights& weights,
 
 }  // namespace
 
-void Pack16BitWeights(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights,
+namespace {
+
+// PackBf16Rows by the table's kernel where it has one (bitwise the same).
+uint16_t PackBf16RowsWith(const KernelTable& kernels, const uint16_t* src, int64_t cols,
+                          int64_t row_begin, int64_t row_end, uint32_t* dst) {
+  return kernels.pack_bf16_rows != nullptr
+             ? kernels.pack_bf16_rows(src, cols, row_begin, row_end, dst)
+             : PackBf16Rows(src, cols, row_begin, row_end, dst);
+}
+
+}  // namespace
+
+void Pack16BitWeights(ThreadPool& pool, const KernelTable& kernels, const ModelConfig& config,
+                      ModelWeights& weights,
                       const std::function<void(const void*, size_t)>& replaced) {
   const std::vector<Streamed> targets =
       StreamedMatrices(config, weights, [](const WeightMatrix& m) {
@@ -307,7 +320,8 @@ void Pack16BitWeights(ThreadPool& pool, const ModelConfig& config, ModelWeights&
           const int64_t end = std::min(m.rows, begin + kBf16GroupRows);
           const bool bf16 = m.dtype == DType::kBF16;
           const uint16_t largest =
-              bf16 ? PackBf16Rows(src, m.cols, begin, end, reinterpret_cast<uint32_t*>(dst))
+              bf16 ? PackBf16RowsWith(kernels, src, m.cols, begin, end,
+                                      reinterpret_cast<uint32_t*>(dst))
                    : PackF16Rows(src, m.cols, begin, end, reinterpret_cast<uint16_t*>(dst));
           if (largest >= NonFinite16Threshold(m.dtype)) {  // an inf or NaN: find its row
             for (int64_t r = begin; r < end; ++r) bad.Check(r, m.dtype, src + r * m.cols, m.cols);
@@ -361,8 +375,8 @@ void ConvertWeightsBf16(ThreadPool& pool, const KernelTable& kernels, const Mode
             if (!RoundRowToBf16(kernels, m, r, row.data(), to, bad)) return;
           }
           if (pack) {
-            PackBf16Rows(rounded.data(), m.cols, 0, end - begin,
-                         reinterpret_cast<uint32_t*>(dst) + PackedBf16GroupWords(g, m.cols));
+            PackBf16RowsWith(kernels, rounded.data(), m.cols, 0, end - begin,
+                             reinterpret_cast<uint32_t*>(dst) + PackedBf16GroupWords(g, m.cols));
           }
         });
       },

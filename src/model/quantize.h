@@ -77,8 +77,10 @@ void PackQ8Weights(ThreadPool& pool, const ModelConfig& config, ModelWeights& we
 // not the router; a tied lm_head gets its own copy) that has an even number of columns by a copy
 // in Layout16::kPacked16 (packed_bf16.h), all in one huge-page buffer, rows in parallel. For the
 // SIMD tables' outer-product kernels, which read that layout fastest (docs/performance.md).
-// `replaced` (optional) is called with each replaced matrix's former bytes.
-void Pack16BitWeights(ThreadPool& pool, const ModelConfig& config, ModelWeights& weights,
+// `replaced` (optional) is called with each replaced matrix's former bytes. bf16 rows are packed by
+// `kernels.pack_bf16_rows` where the table has it.
+void Pack16BitWeights(ThreadPool& pool, const KernelTable& kernels, const ModelConfig& config,
+                      ModelWeights& weights,
                       const std::function<void(const void*, size_t)>& replaced = {});
 // Copies every other matrix the kernels stream (f32, fp8, 16-bit ones left row-major) as it is
 // into one huge-page buffer, rows in parallel: with `--load copy` and packing the files are
