@@ -288,10 +288,6 @@ void RehomeMatrices(const std::vector<Streamed>& targets, ModelWeights& weights,
   }
 }
 
-}  // namespace
-
-namespace {
-
 // PackBf16Rows by the table's kernel where it has one (bitwise the same).
 uint16_t PackBf16RowsWith(const KernelTable& kernels, const uint16_t* src, int64_t cols,
                           int64_t row_begin, int64_t row_end, uint32_t* dst) {
