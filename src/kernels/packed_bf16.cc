@@ -10,13 +10,18 @@ namespace mlarun {
 
 uint16_t PackBf16Rows(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
                       uint32_t* dst) {
+  return PackBf16PairsFrom(src, cols, row_begin, row_end, 0, dst);
+}
+
+uint16_t PackBf16PairsFrom(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
+                           int64_t kk_begin, uint32_t* dst) {
   const int64_t pairs = cols / 2;
   uint16_t largest = 0;
   for (int64_t r = row_begin; r < row_end; ++r) {
     const uint16_t* row = src + r * cols;
     uint32_t* group = dst + PackedBf16GroupWords(r / kBf16GroupRows, cols);
     const int64_t lane = r % kBf16GroupRows;
-    for (int64_t kk = 0; kk < pairs; ++kk) {
+    for (int64_t kk = kk_begin; kk < pairs; ++kk) {
       const uint16_t lo = row[2 * kk];
       const uint16_t hi = row[2 * kk + 1];
       largest = std::max(

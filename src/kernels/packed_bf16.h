@@ -34,6 +34,10 @@ inline int64_t PackedBf16GroupWords(int64_t g, int64_t cols) {
 // or more when a value is inf or NaN (the load-time finiteness check, at no extra pass).
 uint16_t PackBf16Rows(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
                       uint32_t* dst);
+// PackBf16Rows for column pairs [kk_begin, cols / 2) only (the rest of rows whose first pairs a
+// vector kernel packed, KernelTable::pack_bf16_rows); the largest magnitude among them.
+uint16_t PackBf16PairsFrom(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
+                           int64_t kk_begin, uint32_t* dst);
 // Writes row `r` of a packed matrix with `cols` columns to `out` [cols].
 void UnpackBf16Row(const uint32_t* packed, int64_t cols, int64_t r, uint16_t* out);
 

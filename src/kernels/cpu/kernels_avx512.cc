@@ -291,21 +291,19 @@ inline __m512i Transpose16Words(const uint16_t* src, int64_t cols, int64_t kk0, 
 }
 
 // pack_bf16_rows: whole 16-row groups 16 words (a cache line of each row) at a time by
-// Transpose16Words; partial groups and the last cols / 2 % 16 words by PackBf16Rows' loop.
+// Transpose16Words; partial groups and the last cols / 2 % 16 words by PackBf16PairsFrom.
 // Bitwise PackBf16Rows (SimdTest). A copying load of bench-v2-lite's 4.5 GB bf16 (Zen 5 VM,
 // 2026-12-05): packing 12,230 -> 8,114 perf samples (now mostly waiting for the mapped rows),
 // the load 3.35-3.98 -> 2.75-3.02 s (3 alternating pairs).
 uint16_t PackBf16RowsV(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
                        uint32_t* dst) {
-  const int64_t pairs = cols / 2;
-  const int64_t vector_pairs = pairs / 16 * 16;
+  const int64_t vector_pairs = cols / 2 / 16 * 16;
   uint16_t largest = 0;
   for (int64_t r0 = row_begin; r0 < row_end;) {
-    const int64_t first = r0 % kBf16GroupRows;
-    const int64_t n = std::min(kBf16GroupRows - first, row_end - r0);
-    uint32_t* group = dst + PackedBf16GroupWords(r0 / kBf16GroupRows, cols);
-    int64_t kk_begin = 0;  // words before it already packed for these rows
-    if (first == 0 && n == kBf16GroupRows && vector_pairs > 0) {
+    const int64_t n = std::min(kBf16GroupRows - r0 % kBf16GroupRows, row_end - r0);
+    int64_t kk_begin = 0;                           // pairs before it packed here for these rows
+    if (n == kBf16GroupRows && vector_pairs > 0) {  // a whole group
+      uint32_t* group = dst + PackedBf16GroupWords(r0 / kBf16GroupRows, cols);
       __m512i big = _mm512_setzero_si512();
       for (int64_t kk0 = 0; kk0 < vector_pairs; kk0 += 16) {
         big = _mm512_max_epu16(
@@ -316,16 +314,7 @@ uint16_t PackBf16RowsV(const uint16_t* src, int64_t cols, int64_t row_begin, int
       largest = std::max(largest, *std::max_element(lanes, lanes + 32));
       kk_begin = vector_pairs;
     }
-    for (int64_t i = 0; i < n; ++i) {
-      const uint16_t* row = src + (r0 + i) * cols;
-      for (int64_t kk = kk_begin; kk < pairs; ++kk) {
-        const uint16_t lo = row[2 * kk];
-        const uint16_t hi = row[2 * kk + 1];
-        largest = std::max(
-            {largest, static_cast<uint16_t>(lo & 0x7fff), static_cast<uint16_t>(hi & 0x7fff)});
-        group[kk * kBf16GroupRows + first + i] = BF16Pair(lo, hi);
-      }
-    }
+    largest = std::max(largest, PackBf16PairsFrom(src, cols, r0, r0 + n, kk_begin, dst));
     r0 += n;
   }
   return largest;
