@@ -189,12 +189,7 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
     for (int g = args.kv_head_begin; g < kv_end; ++g) {
       const int64_t q_begin = (int64_t{g} * group + q0) * dk;
       const int64_t q_end = (int64_t{g} * group + q1) * dk;
-      if (k.round_to_bf16 != nullptr) {
-        k.round_to_bf16(args.q + q_begin, q_end - q_begin, q_bf16.data() + q_begin);
-      } else {
-        for (int64_t i = q_begin; i < q_end; ++i)
-          q_bf16[static_cast<size_t>(i)] = F32ToBF16(args.q[i]);
-      }
+      RoundToBf16With(k, args.q + q_begin, q_end - q_begin, q_bf16.data() + q_begin);
       if (blocked > 0) {
         k.bf16_query_blocks(q_bf16.data() + q_begin, blocked, dk,
                             q_blocks.data() + g * block_words);

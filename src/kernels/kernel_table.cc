@@ -6,10 +6,19 @@
 #include <limits>
 #include <vector>
 
+#include "core/dtype.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 
 namespace mlarun {
+
+void RoundToBf16With(const KernelTable& k, const float* x, int64_t n, uint16_t* out) {
+  if (k.round_to_bf16 != nullptr) {
+    k.round_to_bf16(x, n, out);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) out[i] = F32ToBF16(x[i]);
+}
 
 const KernelTable& GetKernelTable(Isa isa) {
   switch (isa) {

@@ -205,6 +205,9 @@ struct KernelTable {
 // Words of bf16_query_blocks' output for n_heads (a multiple of 16) and dim (of 4).
 inline int64_t BF16QueryBlockWords(int n_heads, int dim) { return int64_t{n_heads} / 16 * dim * 8; }
 
+// out[i] = F32ToBF16(x[i]) for i < n: k.round_to_bf16 where the table has it, else the scalar loop.
+void RoundToBf16With(const KernelTable& k, const float* x, int64_t n, uint16_t* out);
+
 // Returns the table for `isa`; the caller must check IsaSupported(isa) first.
 const KernelTable& GetKernelTable(Isa isa);
 // The kernels of `--isa fast`: the table of FastestIsa(), except on AVX512-BF16 CPUs whose

@@ -170,11 +170,7 @@ void RoundToBf16(Exec& exec, const float* x, int64_t n, uint16_t* out) {
   auto round = [&](int64_t item, int) {
     const int64_t begin = item * kPerItem;
     const int64_t end = std::min(n, (item + 1) * kPerItem);
-    if (exec.k.round_to_bf16 != nullptr) {
-      exec.k.round_to_bf16(x + begin, end - begin, out + begin);
-      return;
-    }
-    for (int64_t e = begin; e < end; ++e) out[e] = F32ToBF16(x[e]);
+    RoundToBf16With(exec.k, x + begin, end - begin, out + begin);
   };
   exec.pool.ParallelFor((n + kPerItem - 1) / kPerItem, round);  // inline for a single item
 }

@@ -332,11 +332,7 @@ bool RoundRowToBf16(const KernelTable& kernels, const WeightMatrix& m, int64_t r
                     uint16_t* out, FirstNonFiniteRow& bad) {
   kernels.decode_row(m, r, row);
   if (!bad.Check(r, DType::kF32, row, m.cols)) return false;
-  if (kernels.round_to_bf16 != nullptr) {
-    kernels.round_to_bf16(row, m.cols, out);
-  } else {
-    for (int64_t c = 0; c < m.cols; ++c) out[c] = F32ToBF16(row[c]);
-  }
+  RoundToBf16With(kernels, row, m.cols, out);
   return true;
 }
 
