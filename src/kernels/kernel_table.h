@@ -136,6 +136,10 @@ struct KernelTable {
   // included; AVX-512 transposes whole groups 16 x 16 words at a time.
   uint16_t (*pack_bf16_rows)(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
                              uint32_t* dst);
+  // Optional (null: PackF16Rows itself): PackF16Rows (packed_bf16.h), bitwise, its return value
+  // included; AVX-512 as pack_bf16_rows, each 64-byte column pair reordered by one vpermw.
+  uint16_t (*pack_f16_rows)(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
+                            uint16_t* dst);
   // One online-softmax tile row: s[i] = s[i] * scale + bias[i] (SIMD versions may fuse the
   // multiply-add); returns max_i s[i] (-inf for n = 0).
   float (*scale_bias_max)(float* s, float scale, const float* bias, int64_t n);

@@ -34,9 +34,14 @@ uint16_t PackBf16PairsFrom(const uint16_t* src, int64_t cols, int64_t row_begin,
 
 uint16_t PackF16Rows(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
                      uint16_t* dst) {
+  return PackF16ColsFrom(src, cols, row_begin, row_end, 0, dst);
+}
+
+uint16_t PackF16ColsFrom(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
+                         int64_t c_begin, uint16_t* dst) {
   uint16_t largest = 0;
   for (int64_t r = row_begin; r < row_end; ++r) {
-    for (int64_t c = 0; c < cols; ++c) {
+    for (int64_t c = c_begin; c < cols; ++c) {
       const uint16_t h = src[r * cols + c];
       largest = std::max(largest, static_cast<uint16_t>(h & 0x7fff));
       dst[PackedF16Index(cols, r, c)] = h;

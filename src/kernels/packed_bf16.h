@@ -59,6 +59,10 @@ inline uint16_t PackedF16At(const uint16_t* packed, int64_t cols, int64_t r, int
 // magnitude read, as PackBf16Rows (0x7c00 or more: inf or NaN).
 uint16_t PackF16Rows(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
                      uint16_t* dst);
+// PackF16Rows for columns [c_begin, cols) only (the rest of rows whose first columns a vector
+// kernel packed, KernelTable::pack_f16_rows); the largest magnitude among them.
+uint16_t PackF16ColsFrom(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
+                         int64_t c_begin, uint16_t* dst);
 
 // bf16 activations x [n_tokens, cols] as the AMX kernels read them ("activation tiles"): tokens
 // in blocks of 16 (the last block holds the n_tokens % 16 left, if any), each block stored as

@@ -288,12 +288,21 @@ void RehomeMatrices(const std::vector<Streamed>& targets, ModelWeights& weights,
   }
 }
 
-// PackBf16Rows by the table's kernel where it has one (bitwise the same).
-uint16_t PackBf16RowsWith(const KernelTable& kernels, const uint16_t* src, int64_t cols,
-                          int64_t row_begin, int64_t row_end, uint32_t* dst) {
-  return kernels.pack_bf16_rows != nullptr
-             ? kernels.pack_bf16_rows(src, cols, row_begin, row_end, dst)
-             : PackBf16Rows(src, cols, row_begin, row_end, dst);
+// Rows [row_begin, row_end) of the row-major bf16 or f16 (`dtype`) matrix `src` [rows, cols]
+// packed into `dst` (PackBf16Rows / PackF16Rows) by the table's kernel where it has one (bitwise
+// the same); returns the largest magnitude read.
+uint16_t Pack16BitRowsWith(const KernelTable& kernels, DType dtype, const uint16_t* src,
+                           int64_t cols, int64_t row_begin, int64_t row_end, uint8_t* dst) {
+  if (dtype == DType::kBF16) {
+    auto* words = reinterpret_cast<uint32_t*>(dst);
+    return kernels.pack_bf16_rows != nullptr
+               ? kernels.pack_bf16_rows(src, cols, row_begin, row_end, words)
+               : PackBf16Rows(src, cols, row_begin, row_end, words);
+  }
+  auto* halves = reinterpret_cast<uint16_t*>(dst);
+  return kernels.pack_f16_rows != nullptr
+             ? kernels.pack_f16_rows(src, cols, row_begin, row_end, halves)
+             : PackF16Rows(src, cols, row_begin, row_end, halves);
 }
 
 }  // namespace
@@ -314,11 +323,8 @@ void Pack16BitWeights(ThreadPool& pool, const KernelTable& kernels, const ModelC
         pool.ParallelFor(PackedBf16Groups(m.rows), [&](int64_t g, int) {
           const int64_t begin = g * kBf16GroupRows;
           const int64_t end = std::min(m.rows, begin + kBf16GroupRows);
-          const bool bf16 = m.dtype == DType::kBF16;
           const uint16_t largest =
-              bf16 ? PackBf16RowsWith(kernels, src, m.cols, begin, end,
-                                      reinterpret_cast<uint32_t*>(dst))
-                   : PackF16Rows(src, m.cols, begin, end, reinterpret_cast<uint16_t*>(dst));
+              Pack16BitRowsWith(kernels, m.dtype, src, m.cols, begin, end, dst);
           if (largest >= NonFinite16Threshold(m.dtype)) {  // an inf or NaN: find its row
             for (int64_t r = begin; r < end; ++r) bad.Check(r, m.dtype, src + r * m.cols, m.cols);
           }
@@ -367,8 +373,8 @@ void ConvertWeightsBf16(ThreadPool& pool, const KernelTable& kernels, const Mode
             if (!RoundRowToBf16(kernels, m, r, row.data(), to, bad)) return;
           }
           if (pack) {
-            PackBf16RowsWith(kernels, rounded.data(), m.cols, 0, end - begin,
-                             reinterpret_cast<uint32_t*>(dst) + PackedBf16GroupWords(g, m.cols));
+            Pack16BitRowsWith(kernels, DType::kBF16, rounded.data(), m.cols, 0, end - begin,
+                              dst + PackedBf16GroupWords(g, m.cols) * sizeof(uint32_t));
           }
         });
       },

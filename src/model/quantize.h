@@ -77,8 +77,8 @@ void PackQ8Weights(ThreadPool& pool, const ModelConfig& config, ModelWeights& we
 // not the router; a tied lm_head gets its own copy) that has an even number of columns by a copy
 // in Layout16::kPacked16 (packed_bf16.h), all in one huge-page buffer, rows in parallel. For the
 // SIMD tables' outer-product kernels, which read that layout fastest (docs/performance.md).
-// `replaced` (optional) is called with each replaced matrix's former bytes. bf16 rows are packed by
-// `kernels.pack_bf16_rows` where the table has it.
+// `replaced` (optional) is called with each replaced matrix's former bytes. Rows are packed by
+// `kernels.pack_bf16_rows` / `pack_f16_rows` where the table has them.
 void Pack16BitWeights(ThreadPool& pool, const KernelTable& kernels, const ModelConfig& config,
                       ModelWeights& weights,
                       const std::function<void(const void*, size_t)>& replaced = {});

@@ -197,26 +197,42 @@ TEST_P(SimdTest, DecodeRowIsBitwiseDecodeRowForEveryValue) {
   for (int64_t r = 0; r < 3; ++r) expect_same(m8, r, scalar());
 }
 
-// pack_bf16_rows (where a table has it) is PackBf16Rows bitwise, its return value (the largest
-// magnitude) included: whole groups and partial ones, column pairs in whole vectors of 16 and a
-// tail, finite rows and rows with inf or NaN.
-TEST_P(SimdTest, PackBf16RowsKernelIsBitwisePackBf16Rows) {
-  if (simd().pack_bf16_rows == nullptr) GTEST_SKIP() << "PackBf16Rows itself on this table";
+// pack_bf16_rows and pack_f16_rows (where a table has them) are PackBf16Rows / PackF16Rows
+// bitwise, their return value (the largest magnitude) included: whole groups and partial ones,
+// column pairs in whole vectors of 16 and a tail, finite rows and rows with inf or NaN.
+TEST_P(SimdTest, PackRowsKernelsAreBitwiseTheScalarPackers) {
+  if (simd().pack_bf16_rows == nullptr && simd().pack_f16_rows == nullptr) {
+    GTEST_SKIP() << "PackBf16Rows and PackF16Rows themselves on this table";
+  }
   const int64_t rows = 37;
-  for (const int64_t cols : {30, 64, 70, 2048 + 38}) {
-    std::vector<uint16_t> w(static_cast<size_t>(rows * cols));
-    const std::vector<float> values = Random(w.size(), static_cast<uint64_t>(cols));
-    for (size_t i = 0; i < w.size(); ++i) w[i] = F32ToBF16(values[i] * 3.0f);
-    for (const uint16_t special : {uint16_t{0}, uint16_t{0xff80}, uint16_t{0x7fc1}}) {
-      if (special != 0) w[static_cast<size_t>(20 * cols + cols - 1)] = special;  // row 20, last
-      const std::pair<int64_t, int64_t> ranges[] = {{0, rows}, {16, 32}, {3, 20}, {32, rows}};
-      for (const auto& [begin, end] : ranges) {
-        std::vector<uint32_t> expected(PackedBf16Bytes(rows, cols) / sizeof(uint32_t), 7u);
-        std::vector<uint32_t> got(expected.size(), 7u);
-        const uint16_t largest = PackBf16Rows(w.data(), cols, begin, end, expected.data());
-        ASSERT_EQ(simd().pack_bf16_rows(w.data(), cols, begin, end, got.data()), largest)
-            << cols << " [" << begin << ", " << end << ") " << special;
-        ASSERT_EQ(got, expected) << cols << " [" << begin << ", " << end << ") " << special;
+  for (const bool f16 : {false, true}) {
+    if ((f16 ? simd().pack_f16_rows == nullptr : simd().pack_bf16_rows == nullptr)) continue;
+    for (const int64_t cols : {30, 64, 70, 2048 + 38}) {
+      std::vector<uint16_t> w(static_cast<size_t>(rows * cols));
+      const std::vector<float> values = Random(w.size(), static_cast<uint64_t>(cols));
+      for (size_t i = 0; i < w.size(); ++i)
+        w[i] = f16 ? F32ToF16(values[i] * 3.0f) : F32ToBF16(values[i] * 3.0f);
+      const uint16_t inf = f16 ? 0xfc00 : 0xff80;  // -inf
+      const uint16_t nan = f16 ? 0x7e01 : 0x7fc1;
+      for (const uint16_t special : {uint16_t{0}, inf, nan}) {
+        if (special != 0) w[static_cast<size_t>(20 * cols + cols - 1)] = special;  // row 20, last
+        const std::pair<int64_t, int64_t> ranges[] = {{0, rows}, {16, 32}, {3, 20}, {32, rows}};
+        for (const auto& [begin, end] : ranges) {
+          std::vector<uint32_t> expected(PackedBf16Bytes(rows, cols) / sizeof(uint32_t), 7u);
+          std::vector<uint32_t> got(expected.size(), 7u);
+          const uint16_t largest = f16 ? PackF16Rows(w.data(), cols, begin, end,
+                                                     reinterpret_cast<uint16_t*>(expected.data()))
+                                       : PackBf16Rows(w.data(), cols, begin, end, expected.data());
+          const uint16_t got_largest =
+              f16 ? simd().pack_f16_rows(w.data(), cols, begin, end,
+                                         reinterpret_cast<uint16_t*>(got.data()))
+                  : simd().pack_bf16_rows(w.data(), cols, begin, end, got.data());
+          const std::string where = std::string(f16 ? "f16 " : "bf16 ") + std::to_string(cols) +
+                                    " [" + std::to_string(begin) + ", " + std::to_string(end) +
+                                    ") " + std::to_string(special);
+          ASSERT_EQ(got_largest, largest) << where;
+          ASSERT_EQ(got, expected) << where;
+        }
       }
     }
   }

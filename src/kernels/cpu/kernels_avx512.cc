@@ -255,7 +255,10 @@ namespace {
 // Words [kk0, kk0 + 16) of 16 rows (row i at src + i * cols) transposed into 16 vectors, vector j
 // holding word kk0 + j of rows 0-15, stored at out + j * 16. A 16 x 16 transpose of 32-bit words
 // in three stages: 32-bit and 64-bit unpacks (within 128-bit lanes: u[4q + c] lane L holds
-// rows 4q .. 4q + 3 of word 4L + c), then a 4 x 4 transpose of 128-bit lanes per c.
+// rows 4q .. 4q + 3 of word 4L + c), then a 4 x 4 transpose of 128-bit lanes per c. kF16Order:
+// each vector's halves reordered from (row, column of the pair) to (column, row), the packed f16
+// order (packed_bf16.h), by one vpermw.
+template <bool kF16Order>
 inline __m512i Transpose16Words(const uint16_t* src, int64_t cols, int64_t kk0, uint32_t* out) {
   __m512i r[16];
   __m512i largest = _mm512_setzero_si512();
@@ -277,26 +280,37 @@ inline __m512i Transpose16Words(const uint16_t* src, int64_t cols, int64_t kk0, 
     u[4 * q + 2] = _mm512_unpacklo_epi64(tq[1], tq[3]);
     u[4 * q + 3] = _mm512_unpackhi_epi64(tq[1], tq[3]);
   }
+  // Half 16 j + i of the f16 order is half 2 i + j of the pair order (row i, column j).
+  const __m512i f16_order =
+      _mm512_set_epi16(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1, 30, 28, 26, 24,
+                       22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  auto store = [&](int64_t j, __m512i v) {
+    if constexpr (kF16Order) v = _mm512_permutexvar_epi16(f16_order, v);
+    _mm512_storeu_si512(out + j * 16, v);
+  };
   for (int64_t c = 0; c < 4; ++c) {
     const __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44);
     const __m512i v1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xee);
     const __m512i v2 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44);
     const __m512i v3 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xee);
-    _mm512_storeu_si512(out + (0 + c) * 16, _mm512_shuffle_i32x4(v0, v2, 0x88));
-    _mm512_storeu_si512(out + (4 + c) * 16, _mm512_shuffle_i32x4(v0, v2, 0xdd));
-    _mm512_storeu_si512(out + (8 + c) * 16, _mm512_shuffle_i32x4(v1, v3, 0x88));
-    _mm512_storeu_si512(out + (12 + c) * 16, _mm512_shuffle_i32x4(v1, v3, 0xdd));
+    store(0 + c, _mm512_shuffle_i32x4(v0, v2, 0x88));
+    store(4 + c, _mm512_shuffle_i32x4(v0, v2, 0xdd));
+    store(8 + c, _mm512_shuffle_i32x4(v1, v3, 0x88));
+    store(12 + c, _mm512_shuffle_i32x4(v1, v3, 0xdd));
   }
   return largest;
 }
 
-// pack_bf16_rows: whole 16-row groups 16 words (a cache line of each row) at a time by
-// Transpose16Words; partial groups and the last cols / 2 % 16 words by PackBf16PairsFrom.
-// Bitwise PackBf16Rows (SimdTest). A copying load of bench-v2-lite's 4.5 GB bf16 (Zen 5 VM,
-// 2026-12-05): packing 12,230 -> 8,114 perf samples (now mostly waiting for the mapped rows),
-// the load 3.35-3.98 -> 2.75-3.02 s (3 alternating pairs).
-uint16_t PackBf16RowsV(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
-                       uint32_t* dst) {
+// pack_bf16_rows (kF16 false) and pack_f16_rows (true): whole 16-row groups 16 column pairs (a
+// cache line of each row) at a time by Transpose16Words; partial groups and the last
+// cols / 2 % 16 pairs by PackBf16PairsFrom / PackF16ColsFrom. Bitwise PackBf16Rows / PackF16Rows
+// (SimdTest); the packed f16 order is the bf16 one with each 64-byte pair reordered. A copying
+// load of bench-v2-lite's 4.5 GB bf16 (Zen 5 VM, 2026-12-05): packing 12,230 -> 8,114 perf
+// samples (now mostly waiting for the mapped rows), the load 3.35-3.98 -> 2.75-3.02 s (3
+// alternating pairs).
+template <bool kF16>
+uint16_t PackRows16V(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
+                     uint32_t* dst) {
   const int64_t vector_pairs = cols / 2 / 16 * 16;
   uint16_t largest = 0;
   for (int64_t r0 = row_begin; r0 < row_end;) {
@@ -307,17 +321,31 @@ uint16_t PackBf16RowsV(const uint16_t* src, int64_t cols, int64_t row_begin, int
       __m512i big = _mm512_setzero_si512();
       for (int64_t kk0 = 0; kk0 < vector_pairs; kk0 += 16) {
         big = _mm512_max_epu16(
-            big, Transpose16Words(src + r0 * cols, cols, kk0, group + kk0 * kBf16GroupRows));
+            big, Transpose16Words<kF16>(src + r0 * cols, cols, kk0, group + kk0 * kBf16GroupRows));
       }
       alignas(64) uint16_t lanes[32];
       _mm512_store_si512(lanes, big);
       largest = std::max(largest, *std::max_element(lanes, lanes + 32));
       kk_begin = vector_pairs;
     }
-    largest = std::max(largest, PackBf16PairsFrom(src, cols, r0, r0 + n, kk_begin, dst));
+    const uint16_t rest = kF16 ? PackF16ColsFrom(src, cols, r0, r0 + n, 2 * kk_begin,
+                                                 reinterpret_cast<uint16_t*>(dst))
+                               : PackBf16PairsFrom(src, cols, r0, r0 + n, kk_begin, dst);
+    largest = std::max(largest, rest);
     r0 += n;
   }
   return largest;
+}
+
+uint16_t PackBf16RowsV(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
+                       uint32_t* dst) {
+  return PackRows16V<false>(src, cols, row_begin, row_end, dst);
+}
+
+uint16_t PackF16RowsV(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
+                      uint16_t* dst) {
+  // The packed f16 matrix is written in 64-byte pieces, as the bf16 one in 32-bit words.
+  return PackRows16V<true>(src, cols, row_begin, row_end, reinterpret_cast<uint32_t*>(dst));
 }
 
 }  // namespace
@@ -335,6 +363,7 @@ const KernelTable& Avx512KernelTable() {
     // without), and so do Intel CPUs, where it was measured a gain (at kPackedPrefetchBytes).
     if (DetectCpuFeatures().amd) t.matmul_rows_q8 = avx512::MatMulRowsQ8HardwarePrefetchOneToken;
     t.pack_bf16_rows = avx512::PackBf16RowsV;
+    t.pack_f16_rows = avx512::PackF16RowsV;
     return t;
   }();
   return table;
