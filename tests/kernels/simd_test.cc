@@ -206,7 +206,7 @@ TEST_P(SimdTest, PackRowsKernelsAreBitwiseTheScalarPackers) {
   }
   const int64_t rows = 37;
   for (const bool f16 : {false, true}) {
-    if ((f16 ? simd().pack_f16_rows == nullptr : simd().pack_bf16_rows == nullptr)) continue;
+    if (f16 ? simd().pack_f16_rows == nullptr : simd().pack_bf16_rows == nullptr) continue;
     for (const int64_t cols : {30, 64, 70, 2048 + 38}) {
       std::vector<uint16_t> w(static_cast<size_t>(rows * cols));
       const std::vector<float> values = Random(w.size(), static_cast<uint64_t>(cols));
