@@ -190,6 +190,8 @@ int RunBench(const BenchArgs& args) {
                                    {"kv_dtype", args.kv_dtype},
                                    {"isa", std::string(IsaName(exec.k.isa))},
                                    {"threads", pool.size()},
+                                   {"load", args.model.load},
+                                   {"load_seconds", load_seconds},
                                    {"depth", run.depth},
                                    {"prefill_tokens", args.prompt},
                                    {"prefill_tok_s", prefill_tok_s},

@@ -115,7 +115,8 @@ def main():
     r = run([bin_, "bench", "--model", model, "-t", "1", "--depth", "0,64", "-p", "8", "-n", "4",
              "--repeats", "2", "--json"])
     lines = [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
-    fields = {"weights", "kv_dtype", "isa", "threads", "depth", "prefill_tokens", "prefill_tok_s",
+    fields = {"weights", "kv_dtype", "isa", "threads", "load", "load_seconds", "depth",
+              "prefill_tokens", "prefill_tok_s",
               "decode_tokens",
               "decode_tok_s", "bytes_per_decoded_token", "decode_gb_s", "peak_read_gb_s",
               "roofline_fraction", "decode_product_time_fraction", "decode_product_gb_s",
@@ -123,6 +124,8 @@ def main():
     ok = (r.returncode == 0 and len(lines) == 2 and all(set(l) == fields for l in lines) and
           [l["depth"] for l in lines] == [0, 64] and all(l["threads"] == 1 for l in lines) and
           all(l["kv_dtype"] == "bf16" and l["isa"] in ISAS for l in lines) and
+          all(l["load"] == "copy" and l["load_seconds"] > 0 for l in lines) and
+          lines[0]["load_seconds"] == lines[1]["load_seconds"] and
           all(l["prefill_tok_s"] > 0 and l["decode_tok_s"] > 0 and l["peak_read_gb_s"] > 0 and
               l["roofline_fraction"] > 0 and l["decode_product_time_fraction"] > 0 and
               l["decode_attention_time_fraction"] > 0 and
@@ -132,7 +135,7 @@ def main():
               1e-9 * l["decode_gb_s"] for l in lines) and
           (lines[1]["bytes_per_decoded_token"] - lines[0]["bytes_per_decoded_token"]) % 64 == 0 and
           lines[1]["bytes_per_decoded_token"] > lines[0]["bytes_per_decoded_token"])
-    print(("PASS" if ok else "FAIL") + " bench --json: two depths, all fields, GB/s = bytes x tok/s, product + attention shares <= 1")
+    print(("PASS" if ok else "FAIL") + " bench --json: two depths, all fields, GB/s = bytes x tok/s, product + attention shares <= 1, one load time")
     if not ok:
         print(r.stdout, r.stderr)
         failures.append("bench json")
