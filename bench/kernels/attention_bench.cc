@@ -188,6 +188,8 @@ BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx512bf16, Isa::kAvx512Bf16, 16)
     ->Args({4096, 1, 1, 1})
     ->Args({4096, 0, 2, 1})
     ->Args({4096, 1, 2, 1})
+    ->Args({4640, 0, 2, 0})
+    ->Args({4640, 1, 2, 0})
     ->Args({4640, 0, 2, 1})
     ->Args({4640, 1, 2, 1})
     ->UseRealTime();
@@ -205,12 +207,12 @@ BENCHMARK(BM_AttentionTileI8)->ArgName("pv")->Arg(0)->Arg(1);
 // 24 independent accumulators zmm0..zmm23, operands zmm30 and zmm31 (zeroed first, so float
 // results stay 0 and no denormal slows the FMA); `op` is the instruction's AT&T mnemonic.
 #define MLARUN_ISSUE_1(op, acc) op " %%zmm31, %%zmm30, %%zmm" #acc "\n\t"
-#define MLARUN_ISSUE_8(op, a, b, c, d, e, f, g, h)                                        \
-  MLARUN_ISSUE_1(op, a)                                                                   \
-  MLARUN_ISSUE_1(op, b)                                                                   \
-  MLARUN_ISSUE_1(op, c)                                                                   \
-  MLARUN_ISSUE_1(op, d) MLARUN_ISSUE_1(op, e) MLARUN_ISSUE_1(op, f) MLARUN_ISSUE_1(op, g) \
-      MLARUN_ISSUE_1(op, h)
+#define MLARUN_ISSUE_8(op, a, b, c, d, e, f, g, h) \
+  MLARUN_ISSUE_1(op, a)                            \
+  MLARUN_ISSUE_1(op, b)                            \
+  MLARUN_ISSUE_1(op, c)                            \
+  MLARUN_ISSUE_1(op, d)                            \
+  MLARUN_ISSUE_1(op, e) MLARUN_ISSUE_1(op, f) MLARUN_ISSUE_1(op, g) MLARUN_ISSUE_1(op, h)
 #define MLARUN_ISSUE_24(op)                        \
   MLARUN_ISSUE_8(op, 0, 1, 2, 3, 4, 5, 6, 7)       \
   MLARUN_ISSUE_8(op, 8, 9, 10, 11, 12, 13, 14, 15) \

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -85,20 +86,22 @@ void QuantiseI8QueryHeads(const KernelTable& k, const AttentionSpec& spec,
       out->scales[at] = scale;
       out->offsets[at] = -128 * sum;
     }
-    for (int c = 0; c < body; c += 4) {  // I8Query's body layout (kernel_table.h)
+    // I8Query's body layout: [blocks, body / 8, 2, 16] words, i.e. per block and 8 columns one
+    // 8-byte word per head (lane), heads in order; the tail's likewise, 4 bf16 values a word.
+    uint8_t* body_words = reinterpret_cast<uint8_t*>(out->body.data());
+    for (int c = 0; c < body; c += 8) {
       const size_t word =
-          ((hb * static_cast<size_t>(body / 8) + static_cast<size_t>(c / 8)) * 2 + lane / 8) * 16 +
-          2 * (lane % 8) + static_cast<size_t>(c / 4 % 2);
-      std::memcpy(&out->body[word], values.data() + c, 4);
+          (hb * static_cast<size_t>(body / 8) + static_cast<size_t>(c / 8)) * 16 + lane;
+      std::memcpy(body_words + 8 * word, values.data() + c, 8);
     }
     const int tail_quads = (tail + 3) / 4;
-    for (int c = 0; c < 4 * tail_quads; c += 2) {  // I8Query's tail layout; 0 past the tail
+    uint8_t* tail_words = reinterpret_cast<uint8_t*>(out->tail.data());
+    for (int c = 0; c < 4 * tail_quads; c += 4) {  // 0 past the tail
+      uint16_t quad[4];
+      for (int i = 0; i < 4; ++i) quad[i] = c + i < tail ? F32ToBF16(qh[body + c + i]) : 0;
       const size_t word =
-          ((hb * static_cast<size_t>(tail_quads) + static_cast<size_t>(c / 4)) * 2 + lane / 8) *
-              16 +
-          2 * (lane % 8) + static_cast<size_t>(c / 2 % 2);
-      out->tail[word] =
-          c < tail ? BF16Pair(F32ToBF16(qh[body + c]), F32ToBF16(qh[body + c + 1])) : 0u;
+          (hb * static_cast<size_t>(tail_quads) + static_cast<size_t>(c / 4)) * 16 + lane;
+      std::memcpy(tail_words + 8 * word, quad, 8);
     }
   }
 }
@@ -364,28 +367,40 @@ int32_t AttentionChunkRows(int64_t n_rows) {
 
 namespace {
 
-// Splits `spans` at fixed row offsets into pieces of AttentionChunkRows(total rows) rows (the last
-// one shorter).
-void SplitIntoChunks(std::span<const KvSpan> spans, std::vector<std::vector<KvSpan>>* chunks) {
-  chunks->clear();
-  const int32_t chunk_rows = AttentionChunkRows(TotalRows(spans));
+// The context's spans cut into pieces of AttentionChunkRows(total rows) rows: piece c is
+// spans[begin[c], begin[c + 1]). Kept across calls, so that cutting allocates nothing.
+struct ContextPieces {
+  std::vector<KvSpan> spans;
+  std::vector<size_t> begin;
+
+  size_t size() const { return begin.empty() ? 0 : begin.size() - 1; }
+  std::span<const KvSpan> operator[](size_t c) const {
+    return std::span(spans).subspan(begin[c], begin[c + 1] - begin[c]);
+  }
+};
+
+void CutIntoPieces(std::span<const KvSpan> context, ContextPieces* pieces) {
+  pieces->spans.clear();
+  pieces->begin.clear();
+  const int32_t piece_rows = AttentionChunkRows(TotalRows(context));
   int32_t room = 0;
-  for (KvSpan span : spans) {
+  for (KvSpan span : context) {
     while (span.n_rows > 0) {
       if (room == 0) {
-        chunks->emplace_back();
-        room = chunk_rows;
+        pieces->begin.push_back(pieces->spans.size());
+        room = piece_rows;
       }
       const int32_t take = std::min(room, span.n_rows);
-      chunks->back().push_back({.block = span.block,
-                                .row_begin = span.row_begin,
-                                .n_rows = take,
-                                .score_bias = span.score_bias});
+      pieces->spans.push_back({.block = span.block,
+                               .row_begin = span.row_begin,
+                               .n_rows = take,
+                               .score_bias = span.score_bias});
       span.row_begin += take;
       span.n_rows -= take;
       room -= take;
     }
   }
+  if (!pieces->spans.empty()) pieces->begin.push_back(pieces->spans.size());
 }
 
 // Views `buffer` (n_head * (2 + head_dim_v) floats from `offset`) as a partial state.
@@ -467,9 +482,9 @@ int AttentionHeadBlocks(const AttentionSpec& spec, const AttendArgs& args, int64
 
 void Attend(const KernelTable& k, const AttentionSpec& spec, const KvRows& rows,
             const AttendArgs& args, float* out) {
-  thread_local std::vector<std::vector<KvSpan>> chunks;
+  thread_local ContextPieces chunks;
   thread_local std::vector<float> state;
-  SplitIntoChunks(args.spans, &chunks);
+  CutIntoPieces(args.spans, &chunks);
   const size_t floats = PartialFloats(spec);
   state.resize(2 * floats);
   const AttentionPartial total = PartialAt(spec, state, 0);
@@ -478,9 +493,15 @@ void Attend(const KernelTable& k, const AttentionSpec& spec, const KvRows& rows,
   thread_local I8QueryBuffer i8_query;  // the query prepared once for all chunks
   AttendArgs chunk_args = args;
   chunk_args.i8_query = I8QueryFor(k, spec, rows.format, args, &i8_query);
-  for (const std::vector<KvSpan>& chunk : chunks) {
+  // The first piece is computed in `total`, the others merged into it in order (as AttendParallel
+  // merges its pieces into the first).
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    chunk_args.spans = chunks[c];
+    if (c == 0) {
+      AttendPartial(k, spec, rows, chunk_args, total);
+      continue;
+    }
     ResetPartial(spec, piece);
-    chunk_args.spans = chunk;
     AttendPartial(k, spec, rows, chunk_args, piece);
     MergePartial(k, spec, total, piece);
   }
@@ -493,15 +514,15 @@ void AttendParallel(Exec& exec, const AttentionSpec& spec, const KvRows& rows,
   // BM_AbsorbedMlaDecode); every piece is reset before use. The workers read the caller's buffers
   // through these references (a thread_local named inside the lambda would be each worker's own
   // instance).
-  thread_local std::vector<std::vector<KvSpan>> chunks_buffer;
+  thread_local ContextPieces chunks_buffer;
   thread_local std::vector<float> state_buffer;
   thread_local I8QueryBuffer i8_query_buffer;  // the query prepared once for all chunks
-  std::vector<std::vector<KvSpan>>& chunks = chunks_buffer;
+  ContextPieces& chunks = chunks_buffer;
   std::vector<float>& state = state_buffer;
   I8QueryBuffer& i8_query = i8_query_buffer;
-  SplitIntoChunks(args.spans, &chunks);
+  CutIntoPieces(args.spans, &chunks);
   const size_t floats = PartialFloats(spec);
-  state.resize((chunks.size() + 1) * floats);
+  state.resize(std::max<size_t>(1, chunks.size()) * floats);  // an empty context: one zero state
   const HeadSplit split =
       SplitHeads(spec, args, static_cast<int64_t>(chunks.size()), exec.pool.size());
   const I8Query* prepared = nullptr;
@@ -517,30 +538,32 @@ void AttendParallel(Exec& exec, const AttentionSpec& spec, const KvRows& rows,
     });
     prepared = &i8_query.view;
   }
-  exec.pool.ParallelFor(static_cast<int64_t>(chunks.size()) * split.n_blocks, [&](int64_t item,
-                                                                                  int) {
-    const int64_t c = item / split.n_blocks;
-    const int b = static_cast<int>(item % split.n_blocks);
-    const AttentionPartial piece = PartialAt(spec, state, (static_cast<size_t>(c) + 1) * floats);
-    const auto [h_begin, h_end] = split.Heads(b);
-    ResetPartial(spec, piece, h_begin, h_end);
-    AttendArgs chunk_args = split.Block(args, b);
-    chunk_args.spans = chunks[static_cast<size_t>(c)];
-    chunk_args.i8_query = prepared;
-    AttendPartial(exec.k, spec, rows, chunk_args, piece);
-  });
-  // The pieces merged in order per head, each block's heads on one thread.
-  const AttentionPartial total = PartialAt(spec, state, 0);
+  exec.pool.ParallelFor(
+      static_cast<int64_t>(chunks.size()) * split.n_blocks, [&](int64_t item, int) {
+        const int64_t c = item / split.n_blocks;
+        const int b = static_cast<int>(item % split.n_blocks);
+        const AttentionPartial piece = PartialAt(spec, state, static_cast<size_t>(c) * floats);
+        const auto [h_begin, h_end] = split.Heads(b);
+        ResetPartial(spec, piece, h_begin, h_end);
+        AttendArgs chunk_args = split.Block(args, b);
+        chunk_args.spans = chunks[static_cast<size_t>(c)];
+        chunk_args.i8_query = prepared;
+        AttendPartial(exec.k, spec, rows, chunk_args, piece);
+      });
+  // The pieces merged in order per head into the first, each block's heads on one thread (with
+  // one block on the calling thread: spreading 16 heads over 2 threads was 1% slower, the hand-off
+  // costing more than the halved merge).
+  const AttentionPartial first = PartialAt(spec, state, 0);
   auto merge_block = [&](int64_t b, int) {
     const auto [h_begin, h_end] = split.Heads(static_cast<int>(b));
-    ResetPartial(spec, total, h_begin, h_end);
-    for (size_t c = 0; c < chunks.size(); ++c) {
-      MergePartial(exec.k, spec, total, PartialAt(spec, state, (c + 1) * floats), h_begin, h_end);
+    if (chunks.size() == 0) ResetPartial(spec, first, h_begin, h_end);
+    for (size_t c = 1; c < chunks.size(); ++c) {
+      MergePartial(exec.k, spec, first, PartialAt(spec, state, c * floats), h_begin, h_end);
     }
-    FinishHeads(spec, total, h_begin, h_end, out);
+    FinishHeads(spec, first, h_begin, h_end, out);
   };
-  if (split.n_blocks == 1) {
-    merge_block(0, 0);
+  if (split.n_blocks == 1 || chunks.size() <= 1) {
+    for (int b = 0; b < split.n_blocks; ++b) merge_block(b, 0);
   } else {
     exec.pool.ParallelFor(split.n_blocks, merge_block);
   }
