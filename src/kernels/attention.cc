@@ -134,6 +134,52 @@ const I8Query* I8QueryFor(const KernelTable& k, const AttentionSpec& spec,
 
 }  // namespace
 
+namespace {
+
+// Heads of nq per group that the rounded bf16 scores take by dot_rows_bf16_blocks (whole blocks of
+// 16 where the table has the two-step kernels), the rest by dot_rows_bf16_rounded.
+int Bf16BlockedHeads(const KernelTable& k, const AttentionSpec& spec, int nq) {
+  return k.dot_rows_bf16_rounded != nullptr && k.dot_rows_bf16_blocks != nullptr &&
+                 spec.head_dim_qk % 4 == 0
+             ? nq / 16 * 16
+             : 0;
+}
+
+}  // namespace
+
+void PrepareBf16Query(const KernelTable& k, const AttentionSpec& spec, const KvRowFormat& format,
+                      const AttendArgs& args, Bf16QueryBuffer* out) {
+  if (format.dtype != DType::kBF16 || k.dot_rows_bf16 == nullptr) return;
+  const int group = spec.n_head_q / spec.n_head_kv;
+  const int kv_end = args.kv_head_end < 0 ? spec.n_head_kv : args.kv_head_end;
+  const int q0 = args.q_head_begin;
+  const int q1 = args.q_head_end < 0 ? group : args.q_head_end;
+  const int dk = spec.head_dim_qk;
+  if (k.dot_rows_bf16_rounded != nullptr) {  // the query rounded to bf16 (`--isa fast`)
+    const int blocked = Bf16BlockedHeads(k, spec, q1 - q0);
+    const int64_t block_words = blocked > 0 ? BF16QueryBlockWords(blocked, dk) : 0;
+    out->q_bf16.resize(static_cast<size_t>(spec.n_head_q) * dk);
+    out->q_blocks.resize(static_cast<size_t>(spec.n_head_kv * block_words));
+    for (int g = args.kv_head_begin; g < kv_end; ++g) {
+      const int64_t q_begin = (int64_t{g} * group + q0) * dk;
+      const int64_t q_end = (int64_t{g} * group + q1) * dk;
+      RoundToBf16With(k, args.q + q_begin, q_end - q_begin, out->q_bf16.data() + q_begin);
+      if (blocked > 0) {
+        k.bf16_query_blocks(out->q_bf16.data() + q_begin, blocked, dk,
+                            out->q_blocks.data() + g * block_words);
+      }
+    }
+    return;
+  }
+  out->q_pairs.resize(static_cast<size_t>(spec.n_head_q) * dk);  // exact: the pair form
+  for (int g = args.kv_head_begin; g < kv_end; ++g) {
+    for (int h = g * group + q0; h < g * group + q1; ++h) {
+      k.bf16_pair_form(args.q + static_cast<ptrdiff_t>(h) * dk, dk,
+                       out->q_pairs.data() + static_cast<size_t>(h) * dk);
+    }
+  }
+}
+
 void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows& rows,
                    const AttendArgs& args, AttentionPartial partial) {
   // Rows are processed in tiles of consecutive rows of the span list (whatever blocks
@@ -169,44 +215,27 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
   thread_local std::vector<float> tile;
   thread_local std::vector<float> bias;
   thread_local std::vector<float> scores;
-  thread_local std::vector<float> q_pairs;
-  thread_local std::vector<float> probs;      // [n, group]: the scores' transpose, as P V reads it
-  thread_local std::vector<uint16_t> q_bf16;  // rounded: [n_head_q, dk]
-  // rounded, where the table has the two-step kernels: each group's whole blocks of 16 selected
-  // heads laid out once (bf16_query_blocks) for all tiles; [n_head_kv, BF16QueryBlockWords].
-  thread_local std::vector<uint32_t> q_blocks;
+  thread_local std::vector<float> probs;  // [n, group]: the scores' transpose, as P V reads it
   const uint8_t* raw_rows[kMaxTileRows];
   bias.resize(tile_rows);
   scores.resize(static_cast<size_t>(group) * tile_rows);
   probs.resize(scores.size());
   // Rounded: heads [q0, q0 + blocked) of each group by dot_rows_bf16_blocks (the query laid out
-  // once here), the rest by dot_rows_bf16_rounded, which scores a call's first whole blocks of 16
-  // heads the same way; so a head's kernel depends only on its index from q0 (a multiple of 16
-  // under AttendParallel's head split), as before.
-  const int blocked =
-      rounded && k.dot_rows_bf16_blocks != nullptr && dk % 4 == 0 ? nq / 16 * 16 : 0;
+  // once per call, or by the caller for all its calls), the rest by dot_rows_bf16_rounded, which
+  // scores a call's first whole blocks of 16 heads the same way; so a head's kernel depends only
+  // on its index from q0 (a multiple of 16 under AttendParallel's head split), as before.
+  const int blocked = rounded ? Bf16BlockedHeads(k, spec, nq) : 0;
   const int64_t block_words = blocked > 0 ? BF16QueryBlockWords(blocked, dk) : 0;
-  if (rounded) {
-    q_bf16.resize(static_cast<size_t>(spec.n_head_q) * dk);
-    q_blocks.resize(static_cast<size_t>(spec.n_head_kv * block_words));
-    for (int g = args.kv_head_begin; g < kv_end; ++g) {
-      const int64_t q_begin = (int64_t{g} * group + q0) * dk;
-      const int64_t q_end = (int64_t{g} * group + q1) * dk;
-      RoundToBf16With(k, args.q + q_begin, q_end - q_begin, q_bf16.data() + q_begin);
-      if (blocked > 0) {
-        k.bf16_query_blocks(q_bf16.data() + q_begin, blocked, dk,
-                            q_blocks.data() + g * block_words);
-      }
-    }
-  } else if (in_place) {
-    q_pairs.resize(static_cast<size_t>(spec.n_head_q) * dk);
-    for (int g = args.kv_head_begin; g < kv_end; ++g) {
-      for (int h = g * group + q0; h < g * group + q1; ++h) {
-        k.bf16_pair_form(args.q + static_cast<ptrdiff_t>(h) * dk, dk,
-                         q_pairs.data() + static_cast<size_t>(h) * dk);
-      }
-    }
-  } else if (!int8_rows) {
+  thread_local Bf16QueryBuffer own_bf16_query;
+  const Bf16QueryBuffer* bf16_query = args.bf16_query;
+  if (in_place && bf16_query == nullptr) {
+    PrepareBf16Query(k, spec, format, args, &own_bf16_query);
+    bf16_query = &own_bf16_query;
+  }
+  const uint16_t* q_bf16 = rounded ? bf16_query->q_bf16.data() : nullptr;
+  const uint32_t* q_blocks = blocked > 0 ? bf16_query->q_blocks.data() : nullptr;
+  const float* q_pairs = in_place && !rounded ? bf16_query->q_pairs.data() : nullptr;
+  if (!in_place && !int8_rows) {
     tile.resize(static_cast<size_t>(tile_rows) * values);
   }
   thread_local I8QueryBuffer own_i8_query;
@@ -233,15 +262,15 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
         }
         if (rounded) {
           if (blocked > 0) {
-            k.dot_rows_bf16_blocks(k_rows, n, q_blocks.data() + g * block_words, blocked, dk,
+            k.dot_rows_bf16_blocks(k_rows, n, q_blocks + g * block_words, blocked, dk,
                                    scores.data(), n);
           }
           if (blocked < nq) {
-            k.dot_rows_bf16_rounded(k_rows, n, q_bf16.data() + (q_first + blocked) * dk,
-                                    nq - blocked, dk, scores.data() + int64_t{blocked} * n, n);
+            k.dot_rows_bf16_rounded(k_rows, n, q_bf16 + (q_first + blocked) * dk, nq - blocked, dk,
+                                    scores.data() + int64_t{blocked} * n, n);
           }
         } else {
-          k.dot_rows_bf16(k_rows, n, q_pairs.data() + q_first * dk, nq, dk, scores.data(), n);
+          k.dot_rows_bf16(k_rows, n, q_pairs + q_first * dk, nq, dk, scores.data(), n);
         }
       } else {
         const WeightMatrix keys{.dtype = DType::kF32,
@@ -491,8 +520,13 @@ void Attend(const KernelTable& k, const AttentionSpec& spec, const KvRows& rows,
   const AttentionPartial piece = PartialAt(spec, state, floats);
   ResetPartial(spec, total);
   thread_local I8QueryBuffer i8_query;  // the query prepared once for all chunks
+  thread_local Bf16QueryBuffer bf16_query;
   AttendArgs chunk_args = args;
   chunk_args.i8_query = I8QueryFor(k, spec, rows.format, args, &i8_query);
+  if (args.bf16_query == nullptr && chunks.size() > 1) {
+    PrepareBf16Query(k, spec, rows.format, args, &bf16_query);
+    chunk_args.bf16_query = &bf16_query;
+  }
   // The first piece is computed in `total`, the others merged into it in order (as AttendParallel
   // merges its pieces into the first).
   for (size_t c = 0; c < chunks.size(); ++c) {
@@ -517,17 +551,24 @@ void AttendParallel(Exec& exec, const AttentionSpec& spec, const KvRows& rows,
   thread_local ContextPieces chunks_buffer;
   thread_local std::vector<float> state_buffer;
   thread_local I8QueryBuffer i8_query_buffer;  // the query prepared once for all chunks
+  thread_local Bf16QueryBuffer bf16_query_buffer;
   ContextPieces& chunks = chunks_buffer;
   std::vector<float>& state = state_buffer;
   I8QueryBuffer& i8_query = i8_query_buffer;
+  Bf16QueryBuffer& bf16_query = bf16_query_buffer;
   CutIntoPieces(args.spans, &chunks);
   const size_t floats = PartialFloats(spec);
   state.resize(std::max<size_t>(1, chunks.size()) * floats);  // an empty context: one zero state
   const HeadSplit split =
       SplitHeads(spec, args, static_cast<int64_t>(chunks.size()), exec.pool.size());
   const I8Query* prepared = nullptr;
+  const Bf16QueryBuffer* prepared_bf16 = args.bf16_query;
   if (split.n_blocks == 1) {
     prepared = I8QueryFor(exec.k, spec, rows.format, args, &i8_query);
+    if (prepared_bf16 == nullptr && chunks.size() > 1) {  // else each block or piece prepares
+      PrepareBf16Query(exec.k, spec, rows.format, args, &bf16_query);
+      prepared_bf16 = &bf16_query;
+    }
   } else if (args.i8_query != nullptr) {
     prepared = args.i8_query;
   } else if (UsesI8Kernels(exec.k, spec, rows.format)) {  // each block quantises its heads
@@ -548,6 +589,7 @@ void AttendParallel(Exec& exec, const AttentionSpec& spec, const KvRows& rows,
         AttendArgs chunk_args = split.Block(args, b);
         chunk_args.spans = chunks[static_cast<size_t>(c)];
         chunk_args.i8_query = prepared;
+        chunk_args.bf16_query = split.n_blocks == 1 ? prepared_bf16 : nullptr;
         AttendPartial(exec.k, spec, rows, chunk_args, piece);
       });
   // The pieces merged in order per head into the first, each block's heads on one thread (with

@@ -64,6 +64,15 @@ struct AttentionPartial {
   float* acc;        // [n_head, head_dim_v]
 };
 
+// The query as the bf16-row kernels read it (PrepareBf16Query): rounded to bf16 and, for whole
+// blocks of 16 heads, laid out by bf16_query_blocks (`--isa fast`), or in the exact kernels' pair
+// form.
+struct Bf16QueryBuffer {
+  std::vector<uint16_t> q_bf16;    // [n_head_q, head_dim_qk]
+  std::vector<uint32_t> q_blocks;  // [n_head_kv, BF16QueryBlockWords(blocked heads, head_dim_qk)]
+  std::vector<float> q_pairs;      // [n_head_q, head_dim_qk]
+};
+
 // Arguments of one query token's attention over some spans.
 struct AttendArgs {
   const float* q = nullptr;  // [n_head_q, head_dim_qk]
@@ -77,6 +86,9 @@ struct AttendArgs {
   int q_head_end = -1;
   // q prepared for the int8-row kernels (UsesI8Kernels); null: prepared per call.
   const I8Query* i8_query = nullptr;
+  // q prepared for the bf16-row kernels by PrepareBf16Query with these arguments' heads (so that
+  // the pieces of one context prepare it once); null: prepared per call.
+  const Bf16QueryBuffer* bf16_query = nullptr;
 };
 
 // Whether attention over rows of `format` uses the int8-row kernels of `k` (dot_rows_i8,
@@ -105,6 +117,11 @@ void SizeI8Query(const AttentionSpec& spec, const KvRowFormat& format, I8QueryBu
 void QuantiseI8QueryHeads(const KernelTable& k, const AttentionSpec& spec,
                           const KvRowFormat& format, const float* q, int h_begin, int h_end,
                           I8QueryBuffer* out);
+
+// Prepares args.q for the bf16-row kernels of `k` (rows of `format` read in place: bf16 rows and a
+// table with dot_rows_bf16), for the query heads `args` selects; does nothing for other rows.
+void PrepareBf16Query(const KernelTable& k, const AttentionSpec& spec, const KvRowFormat& format,
+                      const AttendArgs& args, Bf16QueryBuffer* out);
 
 // Accumulates the spans into `partial` (state for all n_head_q heads; only the selected heads
 // are touched). Initialise with ResetPartial.

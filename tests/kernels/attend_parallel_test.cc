@@ -5,6 +5,7 @@
 // int8 rows decoded or read by the VNNI kernels).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "core/rng.h"
@@ -130,6 +131,66 @@ TEST(AttendParallelTest, EveryHeadSplitIsBitwiseAttend) {
                                << threads << " threads";
         }
       }
+    }
+  }
+}
+
+TEST(AttendParallelTest, APreparedBf16QueryIsBitwiseTheQueryPreparedPerCall) {
+  // Attend and AttendParallel lay the query out once for all pieces of a context
+  // (PrepareBf16Query); a piece's state must be what AttendPartial computes preparing it itself:
+  // bf16 rows, every table (exact pair form, or rounded with blocks of 16 and the rest), MLA rows
+  // with a query head range and GQA rows with a kv head range.
+  std::vector<const KernelTable*> tables;
+  for (Isa isa : SupportedIsas()) tables.push_back(&GetKernelTable(isa));
+  tables.push_back(&FastestKernelTable());
+  const KvRowFormat mla{
+      .dtype = DType::kBF16, .head_dim_k = 576, .head_dim_v = 512, .v_aliases_k = true};
+  const KvRowFormat gqa{.dtype = DType::kBF16, .n_head_kv = 4, .head_dim_k = 64, .head_dim_v = 64};
+  struct Selection {
+    const KvRowFormat* format;
+    int n_head_q;
+    AttendArgs heads;
+  };
+  const Selection selections[] = {
+      {&mla, 40, {}},
+      {&mla, 40, {.q_head_begin = 16, .q_head_end = 40}},
+      {&gqa, 8, {.kv_head_begin = 1, .kv_head_end = 3}},
+  };
+  for (const Selection& sel : selections) {
+    const KvRowFormat& f = *sel.format;
+    const AttentionSpec spec = Spec(sel.n_head_q, f);
+    constexpr int kRows = 300;
+    Rng rng(11);
+    std::vector<uint8_t> storage(size_t{kRows} * f.RowBytes());
+    std::vector<float> values(static_cast<size_t>(f.ValuesPerRow()));
+    for (size_t r = 0; r < size_t{kRows}; ++r) {
+      for (float& v : values) v = rng.NextSymmetric();
+      EncodeKvRow(f, values.data(), storage.data() + r * f.RowBytes());
+    }
+    const KvRows rows{.base = storage.data(), .block_stride = 0, .format = f};
+    std::vector<float> q(static_cast<size_t>(sel.n_head_q) * f.head_dim_k);
+    for (float& v : q) v = 2.0f * rng.NextSymmetric();
+    const std::vector<KvSpan> spans{{.block = 0, .row_begin = 0, .n_rows = kRows}};
+    AttendArgs args = sel.heads;
+    args.q = q.data();
+    args.spans = spans;
+    const size_t floats = static_cast<size_t>(sel.n_head_q) * (2 + f.head_dim_v);
+    for (const KernelTable* k : tables) {
+      std::vector<float> own(floats, 0.0f), prepared(floats, 0.0f);
+      const ptrdiff_t n = sel.n_head_q;
+      const AttentionPartial own_state{own.data(), own.data() + n, own.data() + 2 * n};
+      const AttentionPartial prepared_state{prepared.data(), prepared.data() + n,
+                                            prepared.data() + 2 * n};
+      ResetPartial(spec, own_state);
+      ResetPartial(spec, prepared_state);
+      AttendPartial(*k, spec, rows, args, own_state);
+      Bf16QueryBuffer buffer;
+      PrepareBf16Query(*k, spec, f, args, &buffer);
+      AttendArgs with_query = args;
+      with_query.bf16_query = &buffer;
+      AttendPartial(*k, spec, rows, with_query, prepared_state);
+      ASSERT_EQ(prepared, own) << IsaName(k->isa) << ", " << sel.n_head_q << " heads";
+      EXPECT_GT(*std::max_element(own.begin() + 2 * n, own.end()), 0.0f);  // heads were computed
     }
   }
 }
