@@ -132,10 +132,6 @@ const I8Query* I8QueryFor(const KernelTable& k, const AttentionSpec& spec,
   return &buffer->view;
 }
 
-}  // namespace
-
-namespace {
-
 // Heads of nq per group that the rounded bf16 scores take by dot_rows_bf16_blocks (whole blocks of
 // 16 where the table has the two-step kernels), the rest by dot_rows_bf16_rounded.
 int Bf16BlockedHeads(const KernelTable& k, const AttentionSpec& spec, int nq) {
