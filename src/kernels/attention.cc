@@ -176,6 +176,22 @@ void PrepareBf16Query(const KernelTable& k, const AttentionSpec& spec, const KvR
   }
 }
 
+namespace {
+
+// The query the bf16-row kernels read (as I8QueryFor for int8 rows): args.bf16_query if the caller
+// prepared it, else args.q prepared into `buffer`; null where rows of `format` are not read in
+// place as bf16.
+const Bf16QueryBuffer* Bf16QueryFor(const KernelTable& k, const AttentionSpec& spec,
+                                    const KvRowFormat& format, const AttendArgs& args,
+                                    Bf16QueryBuffer* buffer) {
+  if (args.bf16_query != nullptr) return args.bf16_query;
+  if (format.dtype != DType::kBF16 || k.dot_rows_bf16 == nullptr) return nullptr;
+  PrepareBf16Query(k, spec, format, args, buffer);
+  return buffer;
+}
+
+}  // namespace
+
 void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows& rows,
                    const AttendArgs& args, AttentionPartial partial) {
   // Rows are processed in tiles of consecutive rows of the span list (whatever blocks
@@ -223,11 +239,7 @@ void AttendPartial(const KernelTable& k, const AttentionSpec& spec, const KvRows
   const int blocked = rounded ? Bf16BlockedHeads(k, spec, nq) : 0;
   const int64_t block_words = blocked > 0 ? BF16QueryBlockWords(blocked, dk) : 0;
   thread_local Bf16QueryBuffer own_bf16_query;
-  const Bf16QueryBuffer* bf16_query = args.bf16_query;
-  if (in_place && bf16_query == nullptr) {
-    PrepareBf16Query(k, spec, format, args, &own_bf16_query);
-    bf16_query = &own_bf16_query;
-  }
+  const Bf16QueryBuffer* bf16_query = Bf16QueryFor(k, spec, format, args, &own_bf16_query);
   const uint16_t* q_bf16 = rounded ? bf16_query->q_bf16.data() : nullptr;
   const uint32_t* q_blocks = blocked > 0 ? bf16_query->q_blocks.data() : nullptr;
   const float* q_pairs = in_place && !rounded ? bf16_query->q_pairs.data() : nullptr;
@@ -519,10 +531,7 @@ void Attend(const KernelTable& k, const AttentionSpec& spec, const KvRows& rows,
   thread_local Bf16QueryBuffer bf16_query;
   AttendArgs chunk_args = args;
   chunk_args.i8_query = I8QueryFor(k, spec, rows.format, args, &i8_query);
-  if (args.bf16_query == nullptr && chunks.size() > 1) {
-    PrepareBf16Query(k, spec, rows.format, args, &bf16_query);
-    chunk_args.bf16_query = &bf16_query;
-  }
+  chunk_args.bf16_query = Bf16QueryFor(k, spec, rows.format, args, &bf16_query);
   // The first piece is computed in `total`, the others merged into it in order (as AttendParallel
   // merges its pieces into the first).
   for (size_t c = 0; c < chunks.size(); ++c) {
@@ -558,13 +567,10 @@ void AttendParallel(Exec& exec, const AttentionSpec& spec, const KvRows& rows,
   const HeadSplit split =
       SplitHeads(spec, args, static_cast<int64_t>(chunks.size()), exec.pool.size());
   const I8Query* prepared = nullptr;
-  const Bf16QueryBuffer* prepared_bf16 = args.bf16_query;
+  const Bf16QueryBuffer* prepared_bf16 = nullptr;  // with head blocks, each block's pieces prepare
   if (split.n_blocks == 1) {
     prepared = I8QueryFor(exec.k, spec, rows.format, args, &i8_query);
-    if (prepared_bf16 == nullptr && chunks.size() > 1) {  // else each block or piece prepares
-      PrepareBf16Query(exec.k, spec, rows.format, args, &bf16_query);
-      prepared_bf16 = &bf16_query;
-    }
+    prepared_bf16 = Bf16QueryFor(exec.k, spec, rows.format, args, &bf16_query);
   } else if (args.i8_query != nullptr) {
     prepared = args.i8_query;
   } else if (UsesI8Kernels(exec.k, spec, rows.format)) {  // each block quantises its heads
@@ -585,7 +591,7 @@ void AttendParallel(Exec& exec, const AttentionSpec& spec, const KvRows& rows,
         AttendArgs chunk_args = split.Block(args, b);
         chunk_args.spans = chunks[static_cast<size_t>(c)];
         chunk_args.i8_query = prepared;
-        chunk_args.bf16_query = split.n_blocks == 1 ? prepared_bf16 : nullptr;
+        chunk_args.bf16_query = prepared_bf16;
         AttendPartial(exec.k, spec, rows, chunk_args, piece);
       });
   // The pieces merged in order per head into the first, each block's heads on one thread (with
