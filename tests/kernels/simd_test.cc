@@ -445,9 +445,11 @@ TEST_P(SimdTest, GroupQuantisationIsBitwiseScalar) {
 
 TEST_P(SimdTest, PackedQ8MatMulIsBitwiseScalarCloseToFloatAndBatchInvariant) {
   // 21 rows: one full group of 16 rows and a partial one; 150 rows: three 64-row blocks, the last
-  // partial, so the second token tile's prefetch of the next block runs too.
+  // partial, so the second token tile's prefetch of the next block runs too; 200 rows: 13 groups,
+  // so a single token's product takes tiles of 8, 4 and 1 groups (the AMD table's, for rows
+  // [3, 200)).
   for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
-           {21, 24}, {21, 64}, {21, 160}, {21, 2048}, {150, 160}, {150, 2048}}) {
+           {21, 24}, {21, 64}, {21, 160}, {21, 2048}, {150, 160}, {150, 2048}, {200, 160}}) {
     const int64_t stride = Q8PaddedCols(cols);
     const std::vector<float> w = Random(static_cast<size_t>(rows * cols), 7);
     std::vector<int8_t> q(static_cast<size_t>(stride));

@@ -164,6 +164,7 @@ struct V {
   static constexpr int kQ8TileTokens = 2;
   static constexpr int kQ8TileGroups = 1;
   static constexpr int kQ8TileGroupsOneToken = 1;
+  static constexpr int kQ8TileGroupsOneTokenWide = 1;  // (its table keeps MatMulRowsQ8)
   static constexpr bool kQ8SignSplit = true;
   struct Q8Row {
     const uint8_t* magnitudes;

@@ -147,8 +147,16 @@ struct V {
   // better, 2 x 8 spilled: 145).
   static constexpr int kQ8TileTokens = 6;
   static constexpr int kQ8TileGroups = 2;
-  // One token (decode): 4 groups, i.e. 4 weight streams and 4 independent vpdpbusd chains.
+  // One token (decode) where the kernel prefetches (Intel): 4 groups, i.e. 4 weight streams and 4
+  // independent vpdpbusd chains.
   static constexpr int kQ8TileGroupsOneToken = 4;
+  // One token where the hardware prefetchers alone feed the streams (AMD): 8 groups' streams.
+  // 2-core Zen 5 VM, 2026-12-05: bench-v2-lite int8 decode @0 with tiles of 4 / 8 / 12 / 16
+  // groups alternating token by token in one process, 3 runs: lm_head read at 48.8-52.3 /
+  // 49.3-52.1 / 42-45 / 41-43 GB/s (12 and 16 spill registers), the MoE experts at 44.8-49.0 /
+  // 46.1-50.0; 4 against 8 alone, 4 runs: 0.5-3.9% less time per token. BM_MatMul avx512_q8,
+  // 262,144 rows, 1 token, 8 alternating runs: 2 threads 11.16 -> 10.87 ms, 1 thread 21.1 -> 20.2.
+  static constexpr int kQ8TileGroupsOneTokenWide = 8;
   static Q LoadPacked(const uint8_t* p) { return _mm512_loadu_si512(p); }
   // A token's activations as the tiles read them: the int8 values and block offsets.
   static constexpr bool kQ8SignSplit = false;

@@ -177,13 +177,29 @@ void MatMulRowsQ8(const WeightMatrix& w, int64_t row_begin, int64_t row_end, con
   MatMulRowsQ8With<Q8Prefetch::kAhead>(w, row_begin, row_end, x, y, ldy);
 }
 
-// The same products (bitwise: prefetches change no value), but single-token products (decode)
-// leave their streams to the hardware prefetchers: the AVX-512 table's choice on AMD CPUs
-// (kernels_avx512.cc).
+// One token against the groups of rows [row_begin, row_end): tiles of V::kQ8TileGroupsOneTokenWide
+// groups (as many weight streams), then of 4 and of 1 for the rest, no software prefetch and no row
+// blocks (which only serve the reuse of a block across token tiles).
+void OneTokenWideQ8(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
+                    const Q8Activations& x, float* y, int64_t ldy) {
+  constexpr int kWide = V::kQ8TileGroupsOneTokenWide;
+  const int64_t g_end = (row_end + kQ8GroupRows - 1) / kQ8GroupRows;
+  int64_t g = row_begin / kQ8GroupRows;
+  for (; g + kWide <= g_end; g += kWide)
+    PackedGroupsQ8<kWide, 1, Q8Prefetch::kNone>(w, g, row_begin, row_end, x, 0, 0, y, ldy);
+  for (; g + 4 <= g_end; g += 4)
+    PackedGroupsQ8<4, 1, Q8Prefetch::kNone>(w, g, row_begin, row_end, x, 0, 0, y, ldy);
+  for (; g < g_end; ++g)
+    PackedGroupsQ8<1, 1, Q8Prefetch::kNone>(w, g, row_begin, row_end, x, 0, 0, y, ldy);
+}
+
+// The same products (bitwise: the tiling and prefetches change no value), but single-token
+// products (decode) leave their streams to the hardware prefetchers and read 8 groups' streams at
+// a time: the AVX-512 table's choice on AMD CPUs (kernels_avx512.cc).
 void MatMulRowsQ8HardwarePrefetchOneToken(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
                                           const Q8Activations& x, float* y, int64_t ldy) {
   if (x.n_tokens == 1) {
-    MatMulRowsQ8With<Q8Prefetch::kNone>(w, row_begin, row_end, x, y, ldy);
+    OneTokenWideQ8(w, row_begin, row_end, x, y, ldy);
   } else {
     MatMulRowsQ8With<Q8Prefetch::kAhead>(w, row_begin, row_end, x, y, ldy);
   }
