@@ -189,6 +189,7 @@ void MoeFeedForward(const LayerContext& ctx, const MoeWeights& w, const float* x
   // fixed order, whatever the batch.
   std::vector<MlpRun> runs;
   std::vector<std::pair<int64_t, float>> source;  // per gathered row: (token, weight)
+  std::vector<int64_t> gather_rows;               // rows of runs of several tokens, copied
   std::vector<int64_t> token_start(static_cast<size_t>(n + 1));
   std::vector<int64_t> token_rows;
   size_t e = 0;
@@ -209,18 +210,28 @@ void MoeFeedForward(const LayerContext& ctx, const MoeWeights& w, const float* x
     const std::span<float> gathered = ctx.scratch.Alloc<float>(static_cast<size_t>(rows * hidden));
     const std::span<float> expert_out =
         ctx.scratch.Alloc<float>(static_cast<size_t>(rows * hidden));
+    // A run of one token reads that token's row of x in place: the experts of a decoded token
+    // then share one input, which MatMulBatch prepares (quantises) once instead of once per expert.
     source.clear();
+    gather_rows.clear();
     for (size_t i = e; i < next; ++i) {
       const auto& tokens = routed[i];
       if (tokens.empty()) continue;
       const auto row = static_cast<int64_t>(source.size());
       for (const auto& [token, weight] : tokens) source.push_back({token, weight});
-      runs.push_back({.w = &weights_of(i),
-                      .x = gathered.data() + row * hidden,
-                      .n_tokens = static_cast<int64_t>(tokens.size()),
-                      .out = expert_out.data() + row * hidden});
+      const bool one_token = tokens.size() == 1;
+      if (!one_token) {
+        for (int64_t r = row; r < static_cast<int64_t>(source.size()); ++r)
+          gather_rows.push_back(r);
+      }
+      runs.push_back(
+          {.w = &weights_of(i),
+           .x = one_token ? x + tokens.front().first * hidden : gathered.data() + row * hidden,
+           .n_tokens = static_cast<int64_t>(tokens.size()),
+           .out = expert_out.data() + row * hidden});
     }
-    ForEachRow(ctx.exec, rows, [&](int64_t r) {
+    ForEachRow(ctx.exec, static_cast<int64_t>(gather_rows.size()), [&](int64_t i) {
+      const int64_t r = gather_rows[static_cast<size_t>(i)];
       std::copy_n(x + source[static_cast<size_t>(r)].first * hidden, hidden,
                   gathered.data() + r * hidden);
     });
