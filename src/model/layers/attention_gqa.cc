@@ -17,9 +17,8 @@ namespace mlarun {
 
 namespace {
 
-void ProjectWithBias(Exec& exec, const WeightMatrix& w, const F32Vector& bias, const float* x,
-                     int64_t n, float* y) {
-  MatMul(exec, w, x, n, y);
+// y [n, w.rows] += bias for every token (nothing without a bias).
+void AddBias(const WeightMatrix& w, const F32Vector& bias, int64_t n, float* y) {
   if (bias.empty()) return;
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t i = 0; i < w.rows; ++i) y[t * w.rows + i] += bias.values[static_cast<size_t>(i)];
@@ -36,13 +35,18 @@ void GqaAttention(const LayerContext& ctx, const GqaWeights& w, const float* x, 
   const int hd = c.head_dim;
   const ScratchArena::Frame frame(ctx.scratch);
   const std::span<float> q = ctx.scratch.Alloc<float>(static_cast<size_t>(n * n_head * hd));
-  ProjectWithBias(ctx.exec, w.q_proj, w.q_bias, x, n, q.data());
   // Cache rows [n, K heads ; V heads].
   const int kv_width = n_head_kv * hd;
   const std::span<float> k = ctx.scratch.Alloc<float>(static_cast<size_t>(n * kv_width));
   const std::span<float> v = ctx.scratch.Alloc<float>(static_cast<size_t>(n * kv_width));
-  ProjectWithBias(ctx.exec, w.k_proj, w.k_bias, x, n, k.data());
-  ProjectWithBias(ctx.exec, w.v_proj, w.v_bias, x, n, v.data());
+  // The three projections of x in one parallel region (one hand-off, x prepared once).
+  const MatMulJob projections[] = {{&w.q_proj, 0, w.q_proj.rows, x, n, q.data()},
+                                   {&w.k_proj, 0, w.k_proj.rows, x, n, k.data()},
+                                   {&w.v_proj, 0, w.v_proj.rows, x, n, v.data()}};
+  MatMulBatch(ctx.exec, projections);
+  AddBias(w.q_proj, w.q_bias, n, q.data());
+  AddBias(w.k_proj, w.k_bias, n, k.data());
+  AddBias(w.v_proj, w.v_bias, n, v.data());
   const std::span<float> rows = ctx.scratch.Alloc<float>(static_cast<size_t>(n * 2 * kv_width));
   ForEachRow(ctx.exec, n, [&](int64_t t) {
     const RopeAngles angles = ctx.Angles(t);

@@ -29,21 +29,18 @@ namespace {
 
 constexpr float kLoraNormEps = 1e-6f;  // q_a_layernorm / kv_a_layernorm (DeepseekV2RMSNorm default)
 
-// Computes q [n_tokens, n_head_q, nope + rope] with RoPE applied to q_pe.
-void ComputeQuery(const LayerContext& ctx, const MlaWeights& w, const float* x, float* q) {
+// Finishes q [n_tokens, n_head_q, nope + rope] from x's first query projection: with a q LoRA,
+// c_q = W_dq x (normed here, then q = W_uq c_q); without, q = W_q x itself (c_q null). Applies
+// RoPE to q_pe.
+void FinishQuery(const LayerContext& ctx, const MlaWeights& w, float* c_q, float* q) {
   const ModelConfig& c = ctx.config;
   const int64_t n = ctx.n_tokens();
-  if (c.q_lora_rank > 0) {
-    const ScratchArena::Frame frame(ctx.scratch);
-    const std::span<float> c_q = ctx.scratch.Alloc<float>(static_cast<size_t>(n * c.q_lora_rank));
-    MatMul(ctx.exec, w.q_a_proj, x, n, c_q.data());
+  if (c_q != nullptr) {
     ForEachRow(ctx.exec, n, [&](int64_t t) {
-      float* row = c_q.data() + t * c.q_lora_rank;
+      float* row = c_q + t * c.q_lora_rank;
       ctx.exec.k.rms_norm(row, w.q_a_layernorm.data(), c.q_lora_rank, kLoraNormEps, row);
     });
-    MatMul(ctx.exec, w.q_b_proj, c_q.data(), n, q);
-  } else {
-    MatMul(ctx.exec, w.q_proj, x, n, q);
+    MatMul(ctx.exec, w.q_b_proj, c_q, n, q);
   }
   const int qk = c.QkHeadDim();
   ForEachRow(ctx.exec, n, [&](int64_t t) {
@@ -52,11 +49,11 @@ void ComputeQuery(const LayerContext& ctx, const MlaWeights& w, const float* x, 
   });
 }
 
-// Computes the cache rows [n_tokens, kv_lora_rank + rope] = [RMSNorm(c_kv) ; RoPE(k_pe)].
-void ComputeLatentRows(const LayerContext& ctx, const MlaWeights& w, const float* x, float* rows) {
+// Finishes the cache rows [n_tokens, kv_lora_rank + rope] in place, from W_dkv x ; W_kr x to
+// [RMSNorm(c_kv) ; RoPE(k_pe)].
+void FinishLatentRows(const LayerContext& ctx, const MlaWeights& w, float* rows) {
   const ModelConfig& c = ctx.config;
   const int width = c.kv_lora_rank + c.qk_rope_head_dim;
-  MatMul(ctx.exec, w.kv_a_proj_with_mqa, x, ctx.n_tokens(), rows);
   ForEachRow(ctx.exec, ctx.n_tokens(), [&](int64_t t) {
     float* row = rows + t * width;
     ctx.exec.k.rms_norm(row, w.kv_a_layernorm.data(), c.kv_lora_rank, kLoraNormEps, row);
@@ -245,10 +242,21 @@ void MlaAttention(const LayerContext& ctx, const MlaWeights& w, const float* x, 
   // q [n, n_head, nope + rope], latent rows [n, latent + rope], o [n, n_head, v].
   const std::span<float> q =
       ctx.scratch.Alloc<float>(static_cast<size_t>(n * c.num_attention_heads * c.QkHeadDim()));
-  ComputeQuery(ctx, w, x, q.data());
   const std::span<float> rows =
       ctx.scratch.Alloc<float>(static_cast<size_t>(n * (c.kv_lora_rank + c.qk_rope_head_dim)));
-  ComputeLatentRows(ctx, w, x, rows.data());
+  // x's two projections, the query's first (W_q, or W_dq into c_q) and the latent rows', in one
+  // parallel region: one hand-off and one preparation (Q8 quantisation) of x for both.
+  const bool q_lora = c.q_lora_rank > 0;
+  const WeightMatrix& w_q = q_lora ? w.q_a_proj : w.q_proj;
+  const std::span<float> c_q =
+      q_lora ? ctx.scratch.Alloc<float>(static_cast<size_t>(n * c.q_lora_rank))
+             : std::span<float>();
+  const MatMulJob projections[] = {
+      {&w_q, 0, w_q.rows, x, n, q_lora ? c_q.data() : q.data()},
+      {&w.kv_a_proj_with_mqa, 0, w.kv_a_proj_with_mqa.rows, x, n, rows.data()}};
+  MatMulBatch(ctx.exec, projections);
+  FinishQuery(ctx, w, q_lora ? c_q.data() : nullptr, q.data());
+  FinishLatentRows(ctx, w, rows.data());
   WriteCacheRows(ctx, rows.data());
 
   const std::span<float> o =
