@@ -1,10 +1,11 @@
 // Row-wise kernel microbenchmarks at the bench model's sizes (DeepSeek-V2-Lite: hidden 2,048,
 // 16 heads with a 64-wide RoPE part, 64 routed experts, SwiGLU width 1,408), per ISA: the kernel
 // table's RMSNorm, RoPE, router softmax + top-k, SwiGLU, softmax tile steps and activation
-// quantisation (the scalar table's are the references of ops.h and quant.h). Each reports GB/s
+// quantisation, the bf16 prefill attention's key and value layout (the scalar table's are the
+// references of ops.h, quant.h and packed_bf16.h). Each reports GB/s
 // of values read and written, to set beside the matmuls' (BM_MatMul) and show what these cost
 // per decoded token.
-//   build/bin/kernels_bench --benchmark_filter='BM_(RmsNorm|Rope|Softmax|Silu|Quantize)'
+//   build/bin/kernels_bench --benchmark_filter='BM_(RmsNorm|Rope|Softmax|Silu|Quantize|Bf16Att)'
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -190,6 +191,33 @@ void BM_QuantizeWeightRowQ8(benchmark::State& state, Isa isa) {
 BENCHMARK_CAPTURE(BM_QuantizeWeightRowQ8, scalar, Isa::kScalar)->Arg(2048);
 BENCHMARK_CAPTURE(BM_QuantizeWeightRowQ8, avx2, Isa::kAvx2)->Arg(2048);
 BENCHMARK_CAPTURE(BM_QuantizeWeightRowQ8, avx512, Isa::kAvx512)->Arg(2048);
+
+// The bf16 prefill attention's layout of one head's keys and values from the expanded context
+// (`range(0)` positions of 16 heads x (128 nope + 128 v) floats, one head read): the nope keys
+// rounded and transposed into pair words (Bf16PairColumns), the values' row pairs interleaved
+// (Bf16PairRows). GB/s of floats read and words written.
+void BM_Bf16AttentionLayout(benchmark::State& state, Isa isa) {
+  const KernelTable* table = TableOrSkip(state, isa);
+  if (table == nullptr) return;
+  const int64_t n_ctx = state.range(0);
+  constexpr int64_t kWidth = 16 * 256;  // kv_b_proj's output per position
+  const std::vector<float> kv = Random(static_cast<size_t>(n_ctx * kWidth), 3);
+  std::vector<uint32_t> keys(static_cast<size_t>(64 * n_ctx));
+  std::vector<uint32_t> values(static_cast<size_t>((n_ctx + 1) / 2 * 128));
+  for (auto _ : state) {
+    Bf16PairColumnsWith(*table, kv.data(), kWidth, n_ctx, 64, keys.data(), n_ctx);
+    for (int64_t j = 0; j < (n_ctx + 1) / 2; ++j) {
+      const float* even = kv.data() + 2 * j * kWidth + 128;
+      Bf16PairRowsWith(*table, even, 2 * j + 1 < n_ctx ? even + kWidth : nullptr, 128,
+                       values.data() + j * 128);
+    }
+    benchmark::DoNotOptimize(keys.data());
+    benchmark::DoNotOptimize(values.data());
+  }
+  SetBytes(state, static_cast<double>(n_ctx) * 256.0 * (4.0 + 2.0));
+}
+BENCHMARK_CAPTURE(BM_Bf16AttentionLayout, scalar, Isa::kScalar)->Arg(4608);
+BENCHMARK_CAPTURE(BM_Bf16AttentionLayout, avx512, Isa::kAvx512)->Arg(4608);
 
 }  // namespace
 }  // namespace mlarun

@@ -8,6 +8,7 @@
 
 #include "core/dtype.h"
 #include "kernels/matmul.h"
+#include "kernels/packed_bf16.h"
 #include "kernels/quant.h"
 
 namespace mlarun {
@@ -18,6 +19,24 @@ void RoundToBf16With(const KernelTable& k, const float* x, int64_t n, uint16_t* 
     return;
   }
   for (int64_t i = 0; i < n; ++i) out[i] = F32ToBF16(x[i]);
+}
+
+void Bf16PairColumnsWith(const KernelTable& k, const float* x, int64_t ldx, int64_t n_rows,
+                         int64_t n_pairs, uint32_t* out, int64_t ld_out) {
+  if (k.bf16_pair_columns != nullptr) {
+    k.bf16_pair_columns(x, ldx, n_rows, n_pairs, out, ld_out);
+    return;
+  }
+  Bf16PairColumns(x, ldx, n_rows, n_pairs, out, ld_out);
+}
+
+void Bf16PairRowsWith(const KernelTable& k, const float* a, const float* b, int64_t n,
+                      uint32_t* out) {
+  if (k.bf16_pair_rows != nullptr) {
+    k.bf16_pair_rows(a, b, n, out);
+    return;
+  }
+  Bf16PairRows(a, b, n, out);
 }
 
 const KernelTable& GetKernelTable(Isa isa) {

@@ -140,6 +140,12 @@ struct KernelTable {
   // included; AVX-512 as pack_bf16_rows, each 64-byte column pair reordered by one vpermw.
   uint16_t (*pack_f16_rows)(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
                             uint16_t* dst);
+  // Optional (null: Bf16PairColumns itself, packed_bf16.h): Bf16PairColumns, bitwise; AVX-512
+  // rounds 16 rows x 16 pairs and transposes them in registers at a time.
+  void (*bf16_pair_columns)(const float* x, int64_t ldx, int64_t n_rows, int64_t n_pairs,
+                            uint32_t* out, int64_t ld_out);
+  // Optional (null: Bf16PairRows itself, packed_bf16.h): Bf16PairRows, bitwise.
+  void (*bf16_pair_rows)(const float* a, const float* b, int64_t n, uint32_t* out);
   // One online-softmax tile row: s[i] = s[i] * scale + bias[i] (SIMD versions may fuse the
   // multiply-add); returns max_i s[i] (-inf for n = 0).
   float (*scale_bias_max)(float* s, float scale, const float* bias, int64_t n);
@@ -211,6 +217,14 @@ inline int64_t BF16QueryBlockWords(int n_heads, int dim) { return int64_t{n_head
 
 // out[i] = F32ToBF16(x[i]) for i < n: k.round_to_bf16 where the table has it, else the scalar loop.
 void RoundToBf16With(const KernelTable& k, const float* x, int64_t n, uint16_t* out);
+
+// Bf16PairColumns (packed_bf16.h) by k.bf16_pair_columns where the table has it.
+void Bf16PairColumnsWith(const KernelTable& k, const float* x, int64_t ldx, int64_t n_rows,
+                         int64_t n_pairs, uint32_t* out, int64_t ld_out);
+
+// Bf16PairRows (packed_bf16.h) by k.bf16_pair_rows where the table has it.
+void Bf16PairRowsWith(const KernelTable& k, const float* a, const float* b, int64_t n,
+                      uint32_t* out);
 
 // Returns the table for `isa`; the caller must check IsaSupported(isa) first.
 const KernelTable& GetKernelTable(Isa isa);

@@ -32,6 +32,31 @@ uint16_t PackBf16PairsFrom(const uint16_t* src, int64_t cols, int64_t row_begin,
   return largest;
 }
 
+void Bf16PairRows(const float* a, const float* b, int64_t n, uint32_t* out) {
+  for (int64_t c = 0; c < n; ++c)
+    out[c] = BF16Pair(F32ToBF16(a[c]), b != nullptr ? F32ToBF16(b[c]) : uint16_t{0});
+}
+
+void Bf16PairColumns(const float* x, int64_t ldx, int64_t n_rows, int64_t n_pairs, uint32_t* out,
+                     int64_t ld_out) {
+  Bf16PairColumnsFrom(x, ldx, n_rows, n_pairs, 0, 0, out, ld_out);
+}
+
+void Bf16PairColumnsFrom(const float* x, int64_t ldx, int64_t n_rows, int64_t n_pairs,
+                         int64_t row_begin, int64_t pair_begin, uint32_t* out, int64_t ld_out) {
+  // Rows [row_begin, n_rows) for every pair, then pairs [pair_begin, n_pairs) of the rows before.
+  auto one = [&](int64_t r, int64_t c) {
+    const float* row = x + r * ldx;
+    out[c * ld_out + r] = BF16Pair(F32ToBF16(row[2 * c]), F32ToBF16(row[2 * c + 1]));
+  };
+  for (int64_t r = row_begin; r < n_rows; ++r) {
+    for (int64_t c = 0; c < n_pairs; ++c) one(r, c);
+  }
+  for (int64_t r = 0; r < row_begin; ++r) {
+    for (int64_t c = pair_begin; c < n_pairs; ++c) one(r, c);
+  }
+}
+
 uint16_t PackF16Rows(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
                      uint16_t* dst) {
   return PackF16ColsFrom(src, cols, row_begin, row_end, 0, dst);

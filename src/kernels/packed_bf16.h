@@ -41,6 +41,21 @@ uint16_t PackBf16PairsFrom(const uint16_t* src, int64_t cols, int64_t row_begin,
 // Writes row `r` of a packed matrix with `cols` columns to `out` [cols].
 void UnpackBf16Row(const uint32_t* packed, int64_t cols, int64_t r, uint16_t* out);
 
+// Float32 rows rounded to bf16 and transposed into pair words:
+//   out[c * ld_out + r] = BF16Pair(F32ToBF16(x[r * ldx + 2c]), F32ToBF16(x[r * ldx + 2c + 1]))
+// for r < n_rows, c < n_pairs (the keys of the prefill's bf16 attention tiles, as
+// KernelTable::gemm_bf16_pairs reads its b operand).
+void Bf16PairColumns(const float* x, int64_t ldx, int64_t n_rows, int64_t n_pairs, uint32_t* out,
+                     int64_t ld_out);
+// Two float32 rows rounded to bf16 and interleaved into pair words (the values of the prefill's
+// bf16 attention tiles): out[c] = BF16Pair(F32ToBF16(a[c]), F32ToBF16(b[c])) for c < n, with
+// 0 as every high half where b is null.
+void Bf16PairRows(const float* a, const float* b, int64_t n, uint32_t* out);
+// Bf16PairColumns for rows [row_begin, n_rows) and pairs [pair_begin, n_pairs) only (the rest of
+// what a vector kernel wrote, KernelTable::bf16_pair_columns).
+void Bf16PairColumnsFrom(const float* x, int64_t ldx, int64_t n_rows, int64_t n_pairs,
+                         int64_t row_begin, int64_t pair_begin, uint32_t* out, int64_t ld_out);
+
 // float16 weights packed in the same geometry (16-row groups, 64 bytes per group and column pair,
 // PackedBf16Bytes), but each pair stored as its two columns one after the other: half
 // (kk, j, i) of group g, at PackedBf16GroupWords(g, cols) * 2 + (2 kk + j) * 16 + i, is

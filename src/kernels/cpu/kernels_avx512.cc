@@ -74,21 +74,23 @@ struct V {
   static F Add(F a, F b) { return _mm512_add_ps(a, b); }
   static F Sub(F a, F b) { return _mm512_sub_ps(a, b); }
   static F Div(F a, F b) { return _mm512_div_ps(a, b); }
-  // F32ToBF16 (core/dtype.h) on 16 lanes at a time: round to nearest even, NaN kept quiet.
+  // F32ToBF16 (core/dtype.h) of 16 floats' bits: each lane's high half is its bf16 value (round
+  // to nearest even, NaN kept quiet), the low half is left over.
+  static __m512i RoundedBf16High(__m512i bits) {
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+    const __m512i rounded =
+        _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(
+        _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    const __m512i quiet = _mm512_or_si512(bits, _mm512_set1_epi32(0x400000));
+    return _mm512_mask_blend_epi32(nan, rounded, quiet);
+  }
+  // F32ToBF16 (core/dtype.h) on 16 lanes at a time.
   static void RoundToBf16(const float* x, int64_t n, uint16_t* out) {
-    int64_t i = 0;
-    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
-    const __m512i inf = _mm512_set1_epi32(0x7f800000);
-    for (; i < n; i += 16) {
+    for (int64_t i = 0; i < n; i += 16) {
       const int left = static_cast<int>(std::min<int64_t>(16, n - i));
       const __mmask16 m = static_cast<__mmask16>((1u << left) - 1u);
-      const __m512i bits = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, x + i));
-      const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-      const __m512i rounded =
-          _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
-      const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(bits, abs_mask), inf);
-      const __m512i quiet = _mm512_or_si512(bits, _mm512_set1_epi32(0x400000));
-      const __m512i result = _mm512_mask_blend_epi32(nan, rounded, quiet);
+      const __m512i result = RoundedBf16High(_mm512_castps_si512(_mm512_maskz_loadu_ps(m, x + i)));
       _mm512_mask_cvtepi32_storeu_epi16(out + i, m, _mm512_srli_epi32(result, 16));
     }
   }
@@ -260,21 +262,11 @@ struct V {
 namespace mlarun::avx512 {
 namespace {
 
-// Words [kk0, kk0 + 16) of 16 rows (row i at src + i * cols) transposed into 16 vectors, vector j
-// holding word kk0 + j of rows 0-15, stored at out + j * 16. A 16 x 16 transpose of 32-bit words
-// in three stages: 32-bit and 64-bit unpacks (within 128-bit lanes: u[4q + c] lane L holds
-// rows 4q .. 4q + 3 of word 4L + c), then a 4 x 4 transpose of 128-bit lanes per c. kF16Order:
-// each vector's halves reordered from (row, column of the pair) to (column, row), the packed f16
-// order (packed_bf16.h), by one vpermw.
-template <bool kF16Order>
-inline __m512i Transpose16Words(const uint16_t* src, int64_t cols, int64_t kk0, uint32_t* out) {
-  __m512i r[16];
-  __m512i largest = _mm512_setzero_si512();
-  const __m512i magnitude = _mm512_set1_epi16(0x7fff);
-  for (int64_t i = 0; i < 16; ++i) {
-    r[i] = _mm512_loadu_si512(src + i * cols + 2 * kk0);
-    largest = _mm512_max_epu16(largest, _mm512_and_si512(r[i], magnitude));
-  }
+// A 16 x 16 transpose of 32-bit words: store(j, v) receives v = word j of r[0..15] (lane i from
+// r[i]). Three stages: 32-bit and 64-bit unpacks (within 128-bit lanes: u[4q + c] lane L holds
+// rows 4q .. 4q + 3 of word 4L + c), then a 4 x 4 transpose of 128-bit lanes per c.
+template <typename Store>
+inline void TransposeWords16x16(const __m512i (&r)[16], Store store) {
   __m512i t[16];
   for (int64_t i = 0; i < 16; i += 2) {
     t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
@@ -288,14 +280,6 @@ inline __m512i Transpose16Words(const uint16_t* src, int64_t cols, int64_t kk0, 
     u[4 * q + 2] = _mm512_unpacklo_epi64(tq[1], tq[3]);
     u[4 * q + 3] = _mm512_unpackhi_epi64(tq[1], tq[3]);
   }
-  // Half 16 j + i of the f16 order is half 2 i + j of the pair order (row i, column j).
-  const __m512i f16_order =
-      _mm512_set_epi16(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1, 30, 28, 26, 24,
-                       22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-  auto store = [&](int64_t j, __m512i v) {
-    if constexpr (kF16Order) v = _mm512_permutexvar_epi16(f16_order, v);
-    _mm512_storeu_si512(out + j * 16, v);
-  };
   for (int64_t c = 0; c < 4; ++c) {
     const __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44);
     const __m512i v1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xee);
@@ -306,7 +290,78 @@ inline __m512i Transpose16Words(const uint16_t* src, int64_t cols, int64_t kk0, 
     store(8 + c, _mm512_shuffle_i32x4(v1, v3, 0x88));
     store(12 + c, _mm512_shuffle_i32x4(v1, v3, 0xdd));
   }
+}
+
+// Words [kk0, kk0 + 16) of 16 rows (row i at src + i * cols) transposed into 16 vectors, vector j
+// holding word kk0 + j of rows 0-15, stored at out + j * 16. kF16Order: each vector's halves
+// reordered from (row, column of the pair) to (column, row), the packed f16 order
+// (packed_bf16.h), by one vpermw.
+template <bool kF16Order>
+inline __m512i Transpose16Words(const uint16_t* src, int64_t cols, int64_t kk0, uint32_t* out) {
+  __m512i r[16];
+  __m512i largest = _mm512_setzero_si512();
+  const __m512i magnitude = _mm512_set1_epi16(0x7fff);
+  for (int64_t i = 0; i < 16; ++i) {
+    r[i] = _mm512_loadu_si512(src + i * cols + 2 * kk0);
+    largest = _mm512_max_epu16(largest, _mm512_and_si512(r[i], magnitude));
+  }
+  // Half 16 j + i of the f16 order is half 2 i + j of the pair order (row i, column j).
+  const __m512i f16_order =
+      _mm512_set_epi16(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1, 30, 28, 26, 24,
+                       22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  TransposeWords16x16(r, [&](int64_t j, __m512i v) {
+    if constexpr (kF16Order) v = _mm512_permutexvar_epi16(f16_order, v);
+    _mm512_storeu_si512(out + j * 16, v);
+  });
   return largest;
+}
+
+// Bf16PairColumns (packed_bf16.h): 16 rows x 16 pairs a step, each row's 32 floats rounded as
+// RoundToBf16 and their bf16 halves gathered into 16 pair words by one vpermt2w, then transposed
+// by TransposeWords16x16; the last n_rows % 16 rows and n_pairs % 16 pairs by
+// Bf16PairColumnsFrom. The prefill's bf16 attention at depth 4,096 (bench-v2-lite, Zen 5 VM,
+// 2026-12-05): its keys and values laid out in 19.8-27.4 ms per layer before, with a scalar
+// transposing loop.
+void Bf16PairColumnsV(const float* x, int64_t ldx, int64_t n_rows, int64_t n_pairs, uint32_t* out,
+                      int64_t ld_out) {
+  const int64_t rows16 = n_rows / 16 * 16;
+  const int64_t pairs16 = n_pairs / 16 * 16;
+  alignas(64) static constexpr uint16_t kHighHalves[32] = {
+      1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31,
+      33, 35, 37, 39, 41, 43, 45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
+  const __m512i high_halves = _mm512_load_si512(kHighHalves);
+  for (int64_t r0 = 0; r0 < rows16; r0 += 16) {
+    for (int64_t c0 = 0; c0 < pairs16; c0 += 16) {
+      __m512i words[16];
+      for (int64_t i = 0; i < 16; ++i) {
+        const float* p = x + (r0 + i) * ldx + 2 * c0;
+        words[i] = _mm512_permutex2var_epi16(V::RoundedBf16High(_mm512_loadu_si512(p)), high_halves,
+                                             V::RoundedBf16High(_mm512_loadu_si512(p + 16)));
+      }
+      TransposeWords16x16(words, [&](int64_t j, __m512i v) {
+        _mm512_storeu_si512(out + (c0 + j) * ld_out + r0, v);
+      });
+    }
+  }
+  if (rows16 < n_rows || pairs16 < n_pairs) {
+    Bf16PairColumnsFrom(x, ldx, n_rows, n_pairs, rows16, pairs16, out, ld_out);
+  }
+}
+
+// Bf16PairRows (packed_bf16.h), 16 pair words a step: a's rounded bf16 halves shifted down,
+// b's kept high (one vpternlogd merges them).
+void Bf16PairRowsV(const float* a, const float* b, int64_t n, uint32_t* out) {
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  for (int64_t c = 0; c < n; c += 16) {
+    const __mmask16 m = static_cast<__mmask16>((1u << std::min<int64_t>(16, n - c)) - 1u);
+    const __m512i low = _mm512_srli_epi32(
+        V::RoundedBf16High(_mm512_castps_si512(_mm512_maskz_loadu_ps(m, a + c))), 16);
+    const __m512i odd =
+        b != nullptr ? V::RoundedBf16High(_mm512_castps_si512(_mm512_maskz_loadu_ps(m, b + c)))
+                     : _mm512_setzero_si512();
+    // (odd & high) | low: low has no high bits.
+    _mm512_mask_storeu_epi32(out + c, m, _mm512_ternarylogic_epi32(odd, high, low, 0xea));
+  }
 }
 
 // pack_bf16_rows (kF16 false) and pack_f16_rows (true): whole 16-row groups 16 column pairs (a
@@ -372,6 +427,8 @@ const KernelTable& Avx512KernelTable() {
     // without), and so do Intel CPUs, where it was measured a gain (at kPackedPrefetchBytes).
     if (DetectCpuFeatures().amd) t.matmul_rows_q8 = avx512::MatMulRowsQ8HardwarePrefetchOneToken;
     t.pack_bf16_rows = avx512::PackBf16RowsV;
+    t.bf16_pair_columns = avx512::Bf16PairColumnsV;
+    t.bf16_pair_rows = avx512::Bf16PairRowsV;
     t.pack_f16_rows = avx512::PackF16RowsV;
     return t;
   }();

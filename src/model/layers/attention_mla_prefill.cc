@@ -199,37 +199,34 @@ void TilesBf16(const LayerContext& ctx, const Dims& d, const float* q, const Seq
     const int64_t head_offset = h * (d.nope + d.dv);
     uint32_t* keys_h = keys.data() + h * dk_pairs * n_ctx;
     uint32_t* values_h = values.data() + h * ctx_pairs * d.dv;
-    thread_local std::vector<uint16_t> block;  // [kPositionBlock, 2 dk_pairs]
-    block.assign(static_cast<size_t>(kPositionBlock * 2 * dk_pairs), 0);
-    for (int64_t p0 = 0; p0 < n_ctx; p0 += kPositionBlock) {
-      const int64_t n = std::min(n_ctx - p0, kPositionBlock);
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t* row = block.data() + i * 2 * dk_pairs;
-        k.round_to_bf16(e.kv.data() + (p0 + i) * d.kv_width + head_offset, d.nope, row);
-        k.round_to_bf16(e.k_pe.data() + (p0 + i) * d.rope, d.rope, row + d.nope);
-      }
-      for (int64_t c = 0; c < dk_pairs; ++c) {
-        uint32_t* dst = keys_h + c * n_ctx + p0;
+    if (d.nope % 2 == 0 && d.rope % 2 == 0) {  // no pair straddles nope and rope, none is padded
+      Bf16PairColumnsWith(k, e.kv.data() + head_offset, d.kv_width, n_ctx, d.nope / 2, keys_h,
+                          n_ctx);
+      Bf16PairColumnsWith(k, e.k_pe.data(), d.rope, n_ctx, d.rope / 2, keys_h + d.nope / 2 * n_ctx,
+                          n_ctx);
+    } else {
+      thread_local std::vector<uint16_t> block;  // [kPositionBlock, 2 dk_pairs]
+      block.assign(static_cast<size_t>(kPositionBlock * 2 * dk_pairs), 0);
+      for (int64_t p0 = 0; p0 < n_ctx; p0 += kPositionBlock) {
+        const int64_t n = std::min(n_ctx - p0, kPositionBlock);
         for (int64_t i = 0; i < n; ++i) {
-          const uint16_t* row = block.data() + i * 2 * dk_pairs;
-          dst[i] = BF16Pair(row[2 * c], row[2 * c + 1]);
+          uint16_t* row = block.data() + i * 2 * dk_pairs;
+          k.round_to_bf16(e.kv.data() + (p0 + i) * d.kv_width + head_offset, d.nope, row);
+          k.round_to_bf16(e.k_pe.data() + (p0 + i) * d.rope, d.rope, row + d.nope);
+        }
+        for (int64_t c = 0; c < dk_pairs; ++c) {
+          uint32_t* dst = keys_h + c * n_ctx + p0;
+          for (int64_t i = 0; i < n; ++i) {
+            const uint16_t* row = block.data() + i * 2 * dk_pairs;
+            dst[i] = BF16Pair(row[2 * c], row[2 * c + 1]);
+          }
         }
       }
     }
-    thread_local std::vector<uint16_t> even, odd;
-    even.resize(static_cast<size_t>(d.dv));
-    odd.assign(static_cast<size_t>(d.dv), 0);
     for (int64_t j = 0; j < ctx_pairs; ++j) {
-      k.round_to_bf16(e.kv.data() + 2 * j * d.kv_width + head_offset + d.nope, d.dv, even.data());
-      if (2 * j + 1 < n_ctx) {
-        k.round_to_bf16(e.kv.data() + (2 * j + 1) * d.kv_width + head_offset + d.nope, d.dv,
-                        odd.data());
-      } else {
-        std::fill(odd.begin(), odd.end(), uint16_t{0});
-      }
-      uint32_t* dst = values_h + j * d.dv;
-      for (int c = 0; c < d.dv; ++c)
-        dst[c] = BF16Pair(even[static_cast<size_t>(c)], odd[static_cast<size_t>(c)]);
+      const float* even = e.kv.data() + 2 * j * d.kv_width + head_offset + d.nope;
+      Bf16PairRowsWith(k, even, 2 * j + 1 < n_ctx ? even + d.kv_width : nullptr, d.dv,
+                       values_h + j * d.dv);
     }
   });
   ctx.exec.pool.ParallelFor(d.n_head * TileCount(slice), [&](int64_t item, int) {
