@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "core/dtype.h"
@@ -13,6 +15,7 @@
 #include "kernels/attention.h"
 #include "kernels/kernel_table.h"
 #include "kernels/kv_row.h"
+#include "kernels/packed_bf16.h"
 #include "kernels/simd_test_util.h"
 
 namespace mlarun {
@@ -351,6 +354,63 @@ TEST_P(SimdAttentionTest, DotRowsAndPvOverBf16RowPointersMatchScalar) {
       scalar().pv_accumulate(p.data(), n_heads, n_rows, v_f.data(), dim, dim, b.data());
       for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << n_heads << " " << dim;
     }
+  }
+}
+
+// bf16_pair_columns (where a table has it) is Bf16PairColumns bitwise, which is its definition
+// word by word: whole 16 x 16 blocks and partial ones (37 rows, 40 or 16 pairs), strided rows and
+// output, rounding ties, NaN, inf and denormals; words past n_rows are left alone.
+TEST_P(SimdAttentionTest, Bf16PairColumnsKernelIsBitwiseTheDefinition) {
+  const int64_t rows = 37, ld_out = 41, ldx = 87;
+  std::vector<float> x = Random(static_cast<size_t>(rows * ldx), 13);
+  auto bits_to_float = [](uint32_t bits) { return std::bit_cast<float>(bits); };
+  x[5] = bits_to_float(0x3f808000);   // a tie, rounds down to even (0x3f80)
+  x[6] = bits_to_float(0x3f818000);   // a tie, rounds up to even (0x3f82)
+  x[40] = bits_to_float(0x7fc00001);  // NaN
+  x[41] = -INFINITY;
+  x[100] = bits_to_float(0x00012345);            // denormal
+  x[20 * ldx + 33] = bits_to_float(0xff800001);  // signalling NaN, in the second block of pairs
+  for (const int64_t pairs : {int64_t{40}, int64_t{16}}) {
+    std::vector<uint32_t> expected(static_cast<size_t>(pairs * ld_out), 7u);
+    for (int64_t c = 0; c < pairs; ++c) {
+      for (int64_t r = 0; r < rows; ++r) {
+        expected[static_cast<size_t>(c * ld_out + r)] =
+            BF16Pair(F32ToBF16(x[static_cast<size_t>(r * ldx + 2 * c)]),
+                     F32ToBF16(x[static_cast<size_t>(r * ldx + 2 * c + 1)]));
+      }
+    }
+    std::vector<uint32_t> reference(expected.size(), 7u);
+    Bf16PairColumns(x.data(), ldx, rows, pairs, reference.data(), ld_out);
+    EXPECT_EQ(reference, expected) << pairs;
+    std::vector<uint32_t> got(expected.size(), 7u);
+    Bf16PairColumnsWith(simd(), x.data(), ldx, rows, pairs, got.data(), ld_out);
+    EXPECT_EQ(got, expected) << pairs;
+  }
+}
+
+// bf16_pair_rows (where a table has it) is Bf16PairRows bitwise, which is its definition word by
+// word: a whole vector and a tail (n = 37), NaN, inf and a tie, and the missing second row (b
+// null: zero high halves); words past n are left alone.
+TEST_P(SimdAttentionTest, Bf16PairRowsKernelIsBitwiseTheDefinition) {
+  const int64_t n = 37;
+  std::vector<float> a = Random(static_cast<size_t>(n), 14);
+  const std::vector<float> b = Random(static_cast<size_t>(n), 15);
+  a[3] = std::bit_cast<float>(uint32_t{0x7fc00001});  // NaN
+  a[17] = INFINITY;
+  a[36] = std::bit_cast<float>(uint32_t{0x3f818000});  // a tie
+  for (const bool second : {true, false}) {
+    std::vector<uint32_t> expected(static_cast<size_t>(n + 3), 7u);
+    for (int64_t c = 0; c < n; ++c) {
+      expected[static_cast<size_t>(c)] =
+          BF16Pair(F32ToBF16(a[static_cast<size_t>(c)]),
+                   second ? F32ToBF16(b[static_cast<size_t>(c)]) : uint16_t{0});
+    }
+    std::vector<uint32_t> reference(expected.size(), 7u);
+    Bf16PairRows(a.data(), second ? b.data() : nullptr, n, reference.data());
+    EXPECT_EQ(reference, expected) << second;
+    std::vector<uint32_t> got(expected.size(), 7u);
+    Bf16PairRowsWith(simd(), a.data(), second ? b.data() : nullptr, n, got.data());
+    EXPECT_EQ(got, expected) << second;
   }
 }
 
