@@ -199,28 +199,24 @@ void TilesBf16(const LayerContext& ctx, const Dims& d, const float* q, const Seq
     const int64_t head_offset = h * (d.nope + d.dv);
     uint32_t* keys_h = keys.data() + h * dk_pairs * n_ctx;
     uint32_t* values_h = values.data() + h * ctx_pairs * d.dv;
-    if (d.nope % 2 == 0 && d.rope % 2 == 0) {  // no pair straddles nope and rope, none is padded
+    // The rope part is even (config.cc), so with an even nope part no pair straddles the two and
+    // both are laid out in place; else each block of positions is first gathered as [nope ; rope].
+    if (d.nope % 2 == 0) {
       Bf16PairColumnsWith(k, e.kv.data() + head_offset, d.kv_width, n_ctx, d.nope / 2, keys_h,
                           n_ctx);
       Bf16PairColumnsWith(k, e.k_pe.data(), d.rope, n_ctx, d.rope / 2, keys_h + d.nope / 2 * n_ctx,
                           n_ctx);
     } else {
-      thread_local std::vector<uint16_t> block;  // [kPositionBlock, 2 dk_pairs]
-      block.assign(static_cast<size_t>(kPositionBlock * 2 * dk_pairs), 0);
+      thread_local std::vector<float> block;  // [kPositionBlock, 2 dk_pairs], 0 past dk
+      block.assign(static_cast<size_t>(kPositionBlock * 2 * dk_pairs), 0.0f);
       for (int64_t p0 = 0; p0 < n_ctx; p0 += kPositionBlock) {
         const int64_t n = std::min(n_ctx - p0, kPositionBlock);
         for (int64_t i = 0; i < n; ++i) {
-          uint16_t* row = block.data() + i * 2 * dk_pairs;
-          k.round_to_bf16(e.kv.data() + (p0 + i) * d.kv_width + head_offset, d.nope, row);
-          k.round_to_bf16(e.k_pe.data() + (p0 + i) * d.rope, d.rope, row + d.nope);
+          float* row = block.data() + i * 2 * dk_pairs;
+          std::copy_n(e.kv.data() + (p0 + i) * d.kv_width + head_offset, d.nope, row);
+          std::copy_n(e.k_pe.data() + (p0 + i) * d.rope, d.rope, row + d.nope);
         }
-        for (int64_t c = 0; c < dk_pairs; ++c) {
-          uint32_t* dst = keys_h + c * n_ctx + p0;
-          for (int64_t i = 0; i < n; ++i) {
-            const uint16_t* row = block.data() + i * 2 * dk_pairs;
-            dst[i] = BF16Pair(row[2 * c], row[2 * c + 1]);
-          }
-        }
+        Bf16PairColumnsWith(k, block.data(), 2 * dk_pairs, n, dk_pairs, keys_h + p0, n_ctx);
       }
     }
     for (int64_t j = 0; j < ctx_pairs; ++j) {
