@@ -602,8 +602,12 @@ TEST_P(SimdTest, VectorOpsMatchScalar) {
 // reference, and each token alone, row ranges that split groups and a pair of tokens bitwise the
 // batch's values (batch invariance on both sides of the tables' token-tile and widening sizes).
 void CheckPackedMatMul(const KernelTable& k, DType dtype) {
-  const int64_t rows = 37;        // a partial last group of 16
-  const int64_t max_tokens = 21;  // AVX-512: token tiles of 8, 8 and 5; AVX2: widened weights
+  // Two whole blocks of 64 rows and a partial group of 16 (the AVX512-BF16 kernel prefetches the
+  // next block of a range while the later token tiles run over one).
+  const int64_t rows = 133;
+  // AVX-512: token tiles of 8, 8, 8 and 3; AVX512-BF16: 6, then three of 6 sharing that prefetch,
+  // 2 and 1; AVX2: widened weights.
+  const int64_t max_tokens = 27;
   for (int64_t cols : {2, 64, 150, 2050}) {
     SCOPED_TRACE(std::string(DTypeName(dtype)) + " cols " + std::to_string(cols));
     const std::vector<float> wf = Random(static_cast<size_t>(rows * cols), 91);
