@@ -454,16 +454,18 @@ inline void PairGemmTile(int64_t k_pairs, const uint32_t* a, int64_t lda, const 
   }
 }
 
-// Tiles of 6 rows that share the next block's prefetch: at least 3 (with fewer the share comes in
-// a burst that memory cannot follow), at most the last 8 before the block ends (so that the lines
-// arrive shortly before they are used, not evicted by the activations of many tokens meanwhile).
+// Full tiles after the first that share the next block's prefetch: at least 3 (with fewer the
+// share comes in a burst that memory cannot follow; the whole next block in the second tile
+// measured no faster), at most 8. With more tokens the first tile's wait is a small part of a
+// block's time: the last 8 of many tiles sharing measured the same as none (bench-v2-lite bf16
+// prefill of 512 tokens, the two alternating prefill by prefill in one process, 2 runs).
 constexpr int64_t kMinNextBlockTiles = 3;
 constexpr int64_t kMaxNextBlockTiles = 8;
 
 // Rows [0, m) of A (and C) in tiles of 6, then 4, 2 and 1 rows against one set of columns; with
-// kPrefetchFirst the first tile prefetches ahead in the column streams, and the last later tiles of
-// 6 rows share the prefetch of the next block of columns (`next_words` past each stream; 0: none)
-// into L2.
+// kPrefetchFirst the first tile prefetches ahead in the column streams, and where 3-8 full tiles
+// follow it they share the prefetch of the next block of columns (`next_words` past each stream; 0:
+// none) into L2.
 template <bool kPrefetchFirst>
 inline void PairGemmRows(int64_t m, int64_t k_pairs, const uint32_t* a, int64_t lda,
                          const PairColumns& cols, float* c, int64_t ldc, bool accumulate,
@@ -475,18 +477,11 @@ inline void PairGemmRows(int64_t m, int64_t k_pairs, const uint32_t* a, int64_t 
       PairGemmTile<6, PairPrefetch::kAhead>(k_pairs, a, lda, cols, c, ldc, accumulate);
       i = 6;
       const int64_t later = (m - 6) / 6;
-      if (next_words != 0 && later >= kMinNextBlockTiles) {
-        const int64_t sharing = std::min(later, kMaxNextBlockTiles);
+      if (next_words != 0 && later >= kMinNextBlockTiles && later <= kMaxNextBlockTiles) {
         for (int64_t t = 0; t < later; ++t, i += 6) {
-          const int64_t phase = t - (later - sharing);
-          if (phase < 0) {
-            PairGemmTile<6, PairPrefetch::kNone>(k_pairs, a + i * lda, lda, cols, c + i * ldc, ldc,
-                                                 accumulate);
-          } else {
-            PairGemmTile<6, PairPrefetch::kNextBlock>(
-                k_pairs, a + i * lda, lda, cols, c + i * ldc, ldc, accumulate,
-                {.words = next_words, .period = sharing, .phase = phase});
-          }
+          PairGemmTile<6, PairPrefetch::kNextBlock>(
+              k_pairs, a + i * lda, lda, cols, c + i * ldc, ldc, accumulate,
+              {.words = next_words, .period = later, .phase = t});
         }
       }
     } else {
@@ -545,11 +540,11 @@ void GemmBf16Pairs(int64_t m, int64_t n, int64_t k_pairs, const uint32_t* a, int
 // cols]: C = y with the tokens as rows and the weight rows as columns, 4 groups (64 rows) per
 // tile, the groups' words read in place (ldb 16) over the whole depth (a block of 64 rows, 256 KB
 // at 2,048 columns, stays in L2 while the token tiles pass). The first token tile brings the block
-// in from memory; the later ones share the prefetch of the range's next block into L2 (a prefill
-// MoE expert's ~48 tokens: BM_MatMul 32,768 rows x 48 tokens from memory 19.7 -> 17.1 ms on one
-// thread and 9.8 -> 8.7 on two, medians of 6 alternating runs; bench-v2-lite bf16 prefill, calls
-// alternating in one process: the MoE experts' batches 3.47 -> 3.20 and 3.15 -> 2.90 ms per call,
-// 2026-12-05; prefetching the whole next block in the second tile alone gained nothing). Every
+// in from memory; for 24-53 tokens (a prefill MoE expert's ~48) the later ones share the prefetch
+// of the range's next block into L2 (BM_MatMul 32,768 rows x 48 tokens from memory 19.7 -> 17.1
+// ms on one thread and 9.8 -> 8.7 on two, medians of 6 alternating runs; bench-v2-lite bf16
+// prefill of 512 tokens with and without it alternating prefill by prefill in one process, 2 runs
+// of 6 pairs: @0 median +2.3% and +3.2%, @4096 +3.7% and +6.4%; 2026-12-05). Every
 // output is the same chain of pair products in column order for any batch or range. Blocks that
 // do not cover 64 rows of the range are computed into a scratch tile and copied (no store outside
 // the range).
