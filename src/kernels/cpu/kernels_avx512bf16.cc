@@ -536,18 +536,17 @@ void GemmBf16Pairs(int64_t m, int64_t n, int64_t k_pairs, const uint32_t* a, int
   }
 }
 
-// Packed bf16 weights (packed_bf16.h), rows [row_begin, row_end), against x_bf16 [n_tokens,
-// cols]: C = y with the tokens as rows and the weight rows as columns, 4 groups (64 rows) per
-// tile, the groups' words read in place (ldb 16) over the whole depth (a block of 64 rows, 256 KB
-// at 2,048 columns, stays in L2 while the token tiles pass). The first token tile brings the block
-// in from memory; for 24-53 tokens (a prefill MoE expert's ~48) the later ones share the prefetch
-// of the range's next block into L2 (BM_MatMul 32,768 rows x 48 tokens from memory 19.7 -> 17.1
-// ms on one thread and 9.8 -> 8.7 on two, medians of 6 alternating runs; bench-v2-lite bf16
-// prefill of 512 tokens with and without it alternating prefill by prefill in one process, 2 runs
-// of 6 pairs: @0 median +2.3% and +3.2%, @4096 +3.7% and +6.4%; 2026-12-05). Every
-// output is the same chain of pair products in column order for any batch or range. Blocks that
-// do not cover 64 rows of the range are computed into a scratch tile and copied (no store outside
-// the range).
+// Packed bf16 weights (packed_bf16.h), rows [row_begin, row_end), against x_bf16 [n_tokens, cols]:
+// C = y with the tokens as rows and the weight rows as columns, 4 groups (64 rows) per tile, the
+// groups' words read in place (ldb 16) over the whole depth (a block of 64 rows, 256 KB at 2,048
+// columns, stays in L2 while the token tiles pass). The first token tile brings the block in from
+// memory; for 24-53 tokens (a prefill MoE expert's ~48) the later ones share the prefetch of the
+// range's next block into L2 (BM_MatMul 32,768 rows x 48 tokens from memory 19.7 -> 17.1 ms on one
+// thread and 9.8 -> 8.7 on two, medians of 6 alternating runs; bench-v2-lite bf16 prefill of 512
+// tokens with and without it alternating prefill by prefill in one process, 2 runs of 6 pairs: @0
+// median +2.3% and +3.2%, @4096 +3.7% and +6.4%; 2026-12-05). Every output is the same chain of
+// pair products in column order for any batch or range. Blocks that do not cover 64 rows of the
+// range are computed into a scratch tile and copied (no store outside the range).
 void MatMulRowsPackedBf16(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
                           const uint16_t* x_bf16, int64_t n_tokens, float* y, int64_t ldy) {
   if (n_tokens <= 0) return;
