@@ -51,8 +51,9 @@ void Bf16PairColumns(const float* x, int64_t ldx, int64_t n_rows, int64_t n_pair
 // bf16 attention tiles): out[c] = BF16Pair(F32ToBF16(a[c]), F32ToBF16(b[c])) for c < n, with
 // 0 as every high half where b is null.
 void Bf16PairRows(const float* a, const float* b, int64_t n, uint32_t* out);
-// Bf16PairColumns for rows [row_begin, n_rows) and pairs [pair_begin, n_pairs) only (the rest of
-// what a vector kernel wrote, KernelTable::bf16_pair_columns).
+// Bf16PairColumns for the words a vector kernel that covered rows [0, row_begin) x pairs
+// [0, pair_begin) left (KernelTable::bf16_pair_columns): rows [row_begin, n_rows) for every pair,
+// and pairs [pair_begin, n_pairs) of rows [0, row_begin).
 void Bf16PairColumnsFrom(const float* x, int64_t ldx, int64_t n_rows, int64_t n_pairs,
                          int64_t row_begin, int64_t pair_begin, uint32_t* out, int64_t ld_out);
 
