@@ -504,15 +504,16 @@ Isa Bf16DotIsa() { return IsaSupported(Isa::kAvx512Bf16) ? Isa::kAvx512Bf16 : Be
 
 TEST(ModelTest, FastIsaBf16PrefillAttentionStaysCloseToF32) {
   // `--isa fast` runs the naive prefill attention as bf16 GEMMs (K, V, queries and probabilities
-  // rounded to bf16). f32 weights, so only the attention differs from the exact tables. 301
-  // tokens in chunks of 150: several query tiles, odd context lengths, depths over one panel.
+  // rounded to bf16). f32 weights, so only the attention differs from the exact tables. 1,201
+  // tokens in chunks of 400: several query tiles, odd context lengths, depths over one panel,
+  // contexts expanded in one, two and three pieces of 512 positions (the last one odd).
   const Isa fast = Bf16DotIsa();
   if (GetKernelTable(fast).gemm_bf16_pairs == nullptr) GTEST_SKIP() << "no bf16 GEMM here";
   const auto model = Model::Load(testing::MakeTestModel("tiny-v2-lite"));
-  const auto ids = TestIds(301);
+  const auto ids = TestIds(1201);
   const int64_t vocab = model->config().vocab_size;
-  const auto exact = RunLogits(*model, ids, {.chunk = 150, .path = MlaPath::kNaive});
-  const auto rounded = RunLogits(*model, ids, {.chunk = 150, .path = MlaPath::kNaive, .isa = fast});
+  const auto exact = RunLogits(*model, ids, {.chunk = 400, .path = MlaPath::kNaive});
+  const auto rounded = RunLogits(*model, ids, {.chunk = 400, .path = MlaPath::kNaive, .isa = fast});
   const DiffStats stats = Compare(exact, rounded, vocab);
   std::printf("bf16 vs f32 prefill attention: mean %.5f median max %.5f\n", stats.mean,
               stats.median_max);
@@ -521,7 +522,7 @@ TEST(ModelTest, FastIsaBf16PrefillAttentionStaysCloseToF32) {
   EXPECT_LT(stats.median_max, 0.05);
   // Each tile is one thread's work: the thread count does not change the result.
   EXPECT_EQ(
-      RunLogits(*model, ids, {.chunk = 150, .path = MlaPath::kNaive, .threads = 1, .isa = fast}),
+      RunLogits(*model, ids, {.chunk = 400, .path = MlaPath::kNaive, .threads = 1, .isa = fast}),
       rounded);
 }
 

@@ -1,7 +1,8 @@
 // Naive MLA prefill (DeepSeek-V2, arXiv 2405.04434, section 2.1) as tiled GEMMs: the context's
-// latent rows are expanded once per layer into per-head keys and values, then each tile of a
-// head's queries computes S = Q_h K_h^T, a causal softmax per query and O = P V_h
-// (FlashAttention-style tiling without the online rescale: a tile's scores fit in memory).
+// latent rows are expanded once per layer into per-head keys and values (the bf16 tiles: 512
+// positions at a time), then each tile of a head's queries computes S = Q_h K_h^T, a causal
+// softmax per query and O = P V_h (FlashAttention-style tiling without the online rescale: a
+// tile's scores fit in memory).
 //
 // Symbols: n_ctx = cached positions [0, n_written); per head h:
 //   K_h [n_ctx, nope + rope] = [W_uk_h c_kv ; k_pe],  V_h [n_ctx, v] = W_uv_h c_kv,
@@ -27,6 +28,9 @@ namespace {
 constexpr int64_t kQueryTile = 128;
 // Positions per block when the keys are transposed.
 constexpr int64_t kPositionBlock = 64;
+// Positions expanded and laid out at a time by the bf16 tiles (even; a 512-token prefill chunk
+// from position 0 is one).
+constexpr int64_t kExpandChunk = 512;
 
 struct Dims {
   int n_head, nope, rope, dk, dv, latent, kv_width;
@@ -50,27 +54,35 @@ struct ExpandedContext {
   std::span<const float> k_pe;
 };
 
-// Decodes the cached rows in position order and expands them (arena memory of the caller's frame).
-ExpandedContext ExpandContext(const LayerContext& ctx, const MlaWeights& w, const Dims& d,
-                              const SequenceSlice& slice) {
-  const int64_t n_ctx = slice.n_written;
+// Decodes the cached rows of positions [p0, p1) in order: c_kv [p1 - p0, latent] and
+// k_pe [p1 - p0, rope].
+void DecodeRows(const LayerContext& ctx, const Dims& d, const SequenceSlice& slice, int64_t p0,
+                int64_t p1, float* c_kv, float* k_pe) {
   const int block_size = ctx.cache.pool().block_size();
   const KvRows cache_rows = ctx.cache.LayerRows(ctx.layer);
   const std::span<const int32_t> blocks = ctx.cache.SequenceBlocks(slice.seq);
-  const std::span<float> c_kv = ctx.scratch.Alloc<float>(static_cast<size_t>(n_ctx * d.latent));
-  const std::span<float> k_pe = ctx.scratch.Alloc<float>(static_cast<size_t>(n_ctx * d.rope));
-  ctx.exec.pool.ParallelForRange(n_ctx, 64, [&](int64_t p0, int64_t p1, int) {
+  ctx.exec.pool.ParallelForRange(p1 - p0, 64, [&](int64_t i0, int64_t i1, int) {
     thread_local std::vector<float> row;
     row.resize(static_cast<size_t>(d.latent) + static_cast<size_t>(d.rope));
-    for (int64_t p = p0; p < p1; ++p) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t p = p0 + i;
       DecodeKvRow(cache_rows.format,
                   cache_rows.Row(blocks[static_cast<size_t>(p / block_size)],
                                  static_cast<int32_t>(p % block_size)),
                   row.data());
-      std::copy_n(row.data(), d.latent, c_kv.data() + p * d.latent);
-      std::copy_n(row.data() + d.latent, d.rope, k_pe.data() + p * d.rope);
+      std::copy_n(row.data(), d.latent, c_kv + i * d.latent);
+      std::copy_n(row.data() + d.latent, d.rope, k_pe + i * d.rope);
     }
   });
+}
+
+// Decodes the cached rows in position order and expands them (arena memory of the caller's frame).
+ExpandedContext ExpandContext(const LayerContext& ctx, const MlaWeights& w, const Dims& d,
+                              const SequenceSlice& slice) {
+  const int64_t n_ctx = slice.n_written;
+  const std::span<float> c_kv = ctx.scratch.Alloc<float>(static_cast<size_t>(n_ctx * d.latent));
+  const std::span<float> k_pe = ctx.scratch.Alloc<float>(static_cast<size_t>(n_ctx * d.rope));
+  DecodeRows(ctx, d, slice, 0, n_ctx, c_kv.data(), k_pe.data());
   const std::span<float> kv = ctx.scratch.Alloc<float>(static_cast<size_t>(n_ctx * d.kv_width));
   MatMul(ctx.exec, w.kv_b_proj, c_kv.data(), n_ctx, kv.data());
   return {.n_ctx = n_ctx, .kv = kv, .k_pe = k_pe};
@@ -181,50 +193,89 @@ void TilesF32(const LayerContext& ctx, const Dims& d, const float* q, const Sequ
   });
 }
 
-// bf16 tiles (`--isa fast`): K_h as pair words [n_head][dk_pairs, n_ctx] (word (c, p) holds
-// K_h[p, 2c] and K_h[p, 2c + 1]), V_h as [n_head][ceil(n_ctx / 2), dv] (word (j, c) holds
-// V_h[2j, c] and V_h[2j + 1, c]), odd ends padded with 0. Per query row: float32 scores, max
-// and exp sum (kernel-table order), bf16 probabilities; O is normalised after P V.
-void TilesBf16(const LayerContext& ctx, const Dims& d, const float* q, const SequenceSlice& slice,
-               const ExpandedContext& e, float* o) {
+// The keys and values of the bf16 tiles (`--isa fast`): K_h as pair words [n_head][dk_pairs, n_ctx]
+// (word (c, p) holds K_h[p, 2c] and K_h[p, 2c + 1]), V_h as [n_head][ceil(n_ctx / 2), dv] (word
+// (j, c) holds V_h[2j, c] and V_h[2j + 1, c]), odd ends padded with 0.
+struct Bf16KeysValues {
+  int64_t n_ctx = 0;
+  int64_t dk_pairs = 0;
+  int64_t ctx_pairs = 0;
+  std::span<const uint32_t> keys;
+  std::span<const uint32_t> values;
+};
+
+// Expands and lays out the context kExpandChunk positions at a time, so that the float32
+// expansion of a chunk stays in L3 while it is laid out (and the arena holds one chunk of it, not
+// the whole context's [n_ctx, n_head (nope + v)] floats). The products are the whole context's,
+// bitwise (a position's result does not depend on its batch, kernel_table.h) except where the AMX
+// tables take a last chunk of fewer than bf16_tiles_min_tokens positions by their row kernel.
+// bench-v2-lite bf16 prefill of 512 tokens (Zen 5 VM, 2026-12-05): the expansion's products and
+// layout 127 + 34 -> 115 + 23 ms a prefill @4096; with and without chunks alternating prefill by
+// prefill in one process, medians of 6 pairs, +0.7 to +3.0% @4096 (5 runs); separate processes
+// @16384 228 -> 273 and 261 -> 292 tok/s; peak memory 74 MB less @4096, 301 MB less @16384.
+Bf16KeysValues LayOutBf16(const LayerContext& ctx, const MlaWeights& w, const Dims& d,
+                          const SequenceSlice& slice) {
   const KernelTable& k = ctx.exec.k;
-  const int64_t n_ctx = e.n_ctx;
+  const int64_t n_ctx = slice.n_written;
   const int64_t dk_pairs = (d.dk + 1) / 2;
   const int64_t ctx_pairs = (n_ctx + 1) / 2;
   const std::span<uint32_t> keys =
       ctx.scratch.Alloc<uint32_t>(static_cast<size_t>(d.n_head * dk_pairs * n_ctx));
   const std::span<uint32_t> values =
       ctx.scratch.Alloc<uint32_t>(static_cast<size_t>(d.n_head * ctx_pairs * d.dv));
-  ctx.exec.pool.ParallelFor(d.n_head, [&](int64_t h, int) {
-    const int64_t head_offset = h * (d.nope + d.dv);
-    uint32_t* keys_h = keys.data() + h * dk_pairs * n_ctx;
-    uint32_t* values_h = values.data() + h * ctx_pairs * d.dv;
-    // The rope part is even (config.cc), so with an even nope part no pair straddles the two and
-    // both are laid out in place; else each block of positions is first gathered as [nope ; rope].
-    if (d.nope % 2 == 0) {
-      Bf16PairColumnsWith(k, e.kv.data() + head_offset, d.kv_width, n_ctx, d.nope / 2, keys_h,
-                          n_ctx);
-      Bf16PairColumnsWith(k, e.k_pe.data(), d.rope, n_ctx, d.rope / 2, keys_h + d.nope / 2 * n_ctx,
-                          n_ctx);
-    } else {
-      thread_local std::vector<float> block;  // [kPositionBlock, 2 dk_pairs], 0 past dk
-      block.assign(static_cast<size_t>(kPositionBlock * 2 * dk_pairs), 0.0f);
-      for (int64_t p0 = 0; p0 < n_ctx; p0 += kPositionBlock) {
-        const int64_t n = std::min(n_ctx - p0, kPositionBlock);
-        for (int64_t i = 0; i < n; ++i) {
-          float* row = block.data() + i * 2 * dk_pairs;
-          std::copy_n(e.kv.data() + (p0 + i) * d.kv_width + head_offset, d.nope, row);
-          std::copy_n(e.k_pe.data() + (p0 + i) * d.rope, d.rope, row + d.nope);
+  const int64_t chunk = std::min(n_ctx, kExpandChunk);
+  const std::span<float> c_kv = ctx.scratch.Alloc<float>(static_cast<size_t>(chunk * d.latent));
+  const std::span<float> k_pe = ctx.scratch.Alloc<float>(static_cast<size_t>(chunk * d.rope));
+  const std::span<float> kv = ctx.scratch.Alloc<float>(static_cast<size_t>(chunk * d.kv_width));
+  for (int64_t p0 = 0; p0 < n_ctx; p0 += chunk) {
+    const int64_t n = std::min(chunk, n_ctx - p0);
+    DecodeRows(ctx, d, slice, p0, p0 + n, c_kv.data(), k_pe.data());
+    MatMul(ctx.exec, w.kv_b_proj, c_kv.data(), n, kv.data());
+    ctx.exec.pool.ParallelFor(d.n_head, [&](int64_t h, int) {
+      const int64_t head_offset = h * (d.nope + d.dv);
+      uint32_t* keys_h = keys.data() + h * dk_pairs * n_ctx + p0;
+      uint32_t* values_h = values.data() + (h * ctx_pairs + p0 / 2) * d.dv;
+      // The rope part is even (config.cc), so with an even nope part no pair straddles the two
+      // and both are laid out in place; else each block of positions is first gathered as
+      // [nope ; rope].
+      if (d.nope % 2 == 0) {
+        Bf16PairColumnsWith(k, kv.data() + head_offset, d.kv_width, n, d.nope / 2, keys_h, n_ctx);
+        Bf16PairColumnsWith(k, k_pe.data(), d.rope, n, d.rope / 2, keys_h + d.nope / 2 * n_ctx,
+                            n_ctx);
+      } else {
+        thread_local std::vector<float> block;  // [kPositionBlock, 2 dk_pairs], 0 past dk
+        block.assign(static_cast<size_t>(kPositionBlock * 2 * dk_pairs), 0.0f);
+        for (int64_t b0 = 0; b0 < n; b0 += kPositionBlock) {
+          const int64_t nb = std::min(n - b0, kPositionBlock);
+          for (int64_t i = 0; i < nb; ++i) {
+            float* row = block.data() + i * 2 * dk_pairs;
+            std::copy_n(kv.data() + (b0 + i) * d.kv_width + head_offset, d.nope, row);
+            std::copy_n(k_pe.data() + (b0 + i) * d.rope, d.rope, row + d.nope);
+          }
+          Bf16PairColumnsWith(k, block.data(), 2 * dk_pairs, nb, dk_pairs, keys_h + b0, n_ctx);
         }
-        Bf16PairColumnsWith(k, block.data(), 2 * dk_pairs, n, dk_pairs, keys_h + p0, n_ctx);
       }
-    }
-    for (int64_t j = 0; j < ctx_pairs; ++j) {
-      const float* even = e.kv.data() + 2 * j * d.kv_width + head_offset + d.nope;
-      Bf16PairRowsWith(k, even, 2 * j + 1 < n_ctx ? even + d.kv_width : nullptr, d.dv,
-                       values_h + j * d.dv);
-    }
-  });
+      for (int64_t j = 0; 2 * j < n; ++j) {  // p0 and chunk are even: pairs stay in a chunk
+        const float* even = kv.data() + 2 * j * d.kv_width + head_offset + d.nope;
+        Bf16PairRowsWith(k, even, 2 * j + 1 < n ? even + d.kv_width : nullptr, d.dv,
+                         values_h + j * d.dv);
+      }
+    });
+  }
+  return {
+      .n_ctx = n_ctx, .dk_pairs = dk_pairs, .ctx_pairs = ctx_pairs, .keys = keys, .values = values};
+}
+
+// bf16 tiles (`--isa fast`) over LayOutBf16's keys and values. Per query row: float32 scores, max
+// and exp sum (kernel-table order), bf16 probabilities; O is normalised after P V.
+void TilesBf16(const LayerContext& ctx, const Dims& d, const float* q, const SequenceSlice& slice,
+               const Bf16KeysValues& e, float* o) {
+  const KernelTable& k = ctx.exec.k;
+  const int64_t n_ctx = e.n_ctx;
+  const int64_t dk_pairs = e.dk_pairs;
+  const int64_t ctx_pairs = e.ctx_pairs;
+  const std::span<const uint32_t> keys = e.keys;
+  const std::span<const uint32_t> values = e.values;
   ctx.exec.pool.ParallelFor(d.n_head * TileCount(slice), [&](int64_t item, int) {
     const QueryTile tile = TileOf(ctx, slice, item);
     const int64_t nq = tile.nq;
@@ -271,11 +322,10 @@ void AttendNaiveFull(const LayerContext& ctx, const MlaWeights& w, const float* 
   // The large temporaries live in the scratch arena (no fresh pages, no zero-fill per layer).
   const ScratchArena::Frame frame(ctx.scratch);
   const Dims d = DimsOf(ctx.config);
-  const ExpandedContext e = ExpandContext(ctx, w, d, slice);
   if (ctx.exec.k.gemm_bf16_pairs != nullptr && ctx.exec.k.round_to_bf16 != nullptr) {
-    TilesBf16(ctx, d, q, slice, e, o);
+    TilesBf16(ctx, d, q, slice, LayOutBf16(ctx, w, d, slice), o);
   } else {
-    TilesF32(ctx, d, q, slice, e, o);
+    TilesF32(ctx, d, q, slice, ExpandContext(ctx, w, d, slice), o);
   }
 }
 
