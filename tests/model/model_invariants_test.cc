@@ -183,6 +183,13 @@ TEST(ModelTest, AbsorbedMlaMatchesNaiveMla) {
     const auto absorbed = RunLogits(*model, ids, {.chunk = 4, .path = MlaPath::kAbsorbed});
     EXPECT_LT(MaxAbsDiff(naive, absorbed), 1e-5) << preset;
   }
+  // A context the naive path expands in pieces of 512 positions (1,100 tokens in chunks of 550:
+  // one, two and three pieces, the last ones short).
+  const auto model = Model::Load(testing::MakeTestModel("tiny-v2-lite"));
+  const auto ids = TestIds(1100);
+  EXPECT_LT(MaxAbsDiff(RunLogits(*model, ids, {.chunk = 550, .path = MlaPath::kNaive}),
+                       RunLogits(*model, ids, {.chunk = 550, .path = MlaPath::kAbsorbed})),
+            1e-5);
 }
 
 // Exec::meter (what `mlarun bench` reports as the products' and attention's shares of a decode):

@@ -1,8 +1,8 @@
 // Naive MLA prefill (DeepSeek-V2, arXiv 2405.04434, section 2.1) as tiled GEMMs: the context's
-// latent rows are expanded once per layer into per-head keys and values (the bf16 tiles: 512
-// positions at a time), then each tile of a head's queries computes S = Q_h K_h^T, a causal
-// softmax per query and O = P V_h (FlashAttention-style tiling without the online rescale: a
-// tile's scores fit in memory).
+// latent rows are expanded once per layer into per-head keys and values (512 positions at a
+// time), then each tile of a head's queries computes S = Q_h K_h^T, a causal softmax per query
+// and O = P V_h (FlashAttention-style tiling without the online rescale: a tile's scores fit in
+// memory).
 //
 // Symbols: n_ctx = cached positions [0, n_written); per head h:
 //   K_h [n_ctx, nope + rope] = [W_uk_h c_kv ; k_pe],  V_h [n_ctx, v] = W_uv_h c_kv,
@@ -28,8 +28,8 @@ namespace {
 constexpr int64_t kQueryTile = 128;
 // Positions per block when the keys are transposed.
 constexpr int64_t kPositionBlock = 64;
-// Positions expanded and laid out at a time by the bf16 tiles (even; a 512-token prefill chunk
-// from position 0 is one).
+// Positions expanded and laid out at a time (even; a 512-token prefill chunk from position 0 is
+// one).
 constexpr int64_t kExpandChunk = 512;
 
 struct Dims {
@@ -46,13 +46,6 @@ Dims DimsOf(const ModelConfig& c) {
           .latent = c.kv_lora_rank,
           .kv_width = c.num_attention_heads * (nope + c.v_head_dim)};
 }
-
-// The context expanded by kv_b_proj: kv [n_ctx, n_head, nope + v] and k_pe [n_ctx, rope].
-struct ExpandedContext {
-  int64_t n_ctx = 0;
-  std::span<const float> kv;
-  std::span<const float> k_pe;
-};
 
 // Decodes the cached rows of positions [p0, p1) in order: c_kv [p1 - p0, latent] and
 // k_pe [p1 - p0, rope].
@@ -76,16 +69,39 @@ void DecodeRows(const LayerContext& ctx, const Dims& d, const SequenceSlice& sli
   });
 }
 
-// Decodes the cached rows in position order and expands them (arena memory of the caller's frame).
-ExpandedContext ExpandContext(const LayerContext& ctx, const MlaWeights& w, const Dims& d,
-                              const SequenceSlice& slice) {
+// One chunk of the context expanded by kv_b_proj: positions [p0, p0 + n) with
+// kv [n, n_head, nope + v] and k_pe [n, rope].
+struct ExpandedChunk {
+  int64_t p0 = 0;
+  int64_t n = 0;
+  const float* kv = nullptr;
+  const float* k_pe = nullptr;
+};
+
+// Decodes and expands the context kExpandChunk positions at a time and calls lay_out(chunk) for
+// each, so that a chunk's float32 expansion stays in L3 while it is laid out, and the arena holds
+// one chunk of it, not the whole context's [n_ctx, n_head (nope + v)] floats. The products are
+// the whole context's, bitwise (a position's result does not depend on its batch,
+// kernel_table.h) except where the AMX tables take a last chunk of fewer than
+// bf16_tiles_min_tokens positions by their row kernel. bench-v2-lite bf16 prefill of 512 tokens
+// (Zen 5 VM, 2026-12-05): the expansion's products and the bf16 layout 127 + 34 -> 115 + 23 ms a
+// prefill @4096; with and without chunks alternating prefill by prefill in one process, medians of
+// 6 pairs, +0.7 to +3.0% @4096 (5 runs); separate processes @16384 228 -> 273 and 261 -> 292
+// tok/s; peak memory 74 MB less @4096, 301 MB less @16384.
+template <typename LayOut>
+void ForEachExpandedChunk(const LayerContext& ctx, const MlaWeights& w, const Dims& d,
+                          const SequenceSlice& slice, LayOut&& lay_out) {
   const int64_t n_ctx = slice.n_written;
-  const std::span<float> c_kv = ctx.scratch.Alloc<float>(static_cast<size_t>(n_ctx * d.latent));
-  const std::span<float> k_pe = ctx.scratch.Alloc<float>(static_cast<size_t>(n_ctx * d.rope));
-  DecodeRows(ctx, d, slice, 0, n_ctx, c_kv.data(), k_pe.data());
-  const std::span<float> kv = ctx.scratch.Alloc<float>(static_cast<size_t>(n_ctx * d.kv_width));
-  MatMul(ctx.exec, w.kv_b_proj, c_kv.data(), n_ctx, kv.data());
-  return {.n_ctx = n_ctx, .kv = kv, .k_pe = k_pe};
+  const int64_t chunk = std::min(n_ctx, kExpandChunk);
+  const std::span<float> c_kv = ctx.scratch.Alloc<float>(static_cast<size_t>(chunk * d.latent));
+  const std::span<float> k_pe = ctx.scratch.Alloc<float>(static_cast<size_t>(chunk * d.rope));
+  const std::span<float> kv = ctx.scratch.Alloc<float>(static_cast<size_t>(chunk * d.kv_width));
+  for (int64_t p0 = 0; p0 < n_ctx; p0 += chunk) {
+    const int64_t n = std::min(chunk, n_ctx - p0);
+    DecodeRows(ctx, d, slice, p0, p0 + n, c_kv.data(), k_pe.data());
+    MatMul(ctx.exec, w.kv_b_proj, c_kv.data(), n, kv.data());
+    lay_out(ExpandedChunk{.p0 = p0, .n = n, .kv = kv.data(), .k_pe = k_pe.data()});
+  }
 }
 
 // One work item: queries [q0, q0 + nq) of the slice, head `head`, seeing positions [0, visible).
@@ -128,30 +144,32 @@ float* OutputRow(const Dims& d, float* o, const SequenceSlice& slice, const Quer
 
 // Exact float32 tiles: K_h^T [n_head][dk, n_ctx] and V_h [n_head][n_ctx, dv] in the layouts the
 // GEMM kernel reads (a row of B is a vector); softmax with double sums in a fixed order.
-void TilesF32(const LayerContext& ctx, const Dims& d, const float* q, const SequenceSlice& slice,
-              const ExpandedContext& e, float* o) {
-  const int64_t n_ctx = e.n_ctx;
+void TilesF32(const LayerContext& ctx, const MlaWeights& w, const Dims& d, const float* q,
+              const SequenceSlice& slice, float* o) {
+  const int64_t n_ctx = slice.n_written;
   const std::span<float> keys_t =
       ctx.scratch.Alloc<float>(static_cast<size_t>(int64_t{d.n_head} * d.dk * n_ctx));
   const std::span<float> values =
       ctx.scratch.Alloc<float>(static_cast<size_t>(int64_t{d.n_head} * n_ctx * d.dv));
-  ctx.exec.pool.ParallelFor(d.n_head, [&](int64_t h, int) {
-    float* kt_h = keys_t.data() + h * d.dk * n_ctx;
-    float* v_h = values.data() + h * n_ctx * d.dv;
-    for (int64_t p0 = 0; p0 < n_ctx; p0 += kPositionBlock) {
-      const int64_t p1 = std::min(n_ctx, p0 + kPositionBlock);
-      for (int c = 0; c < d.dk; ++c) {
-        float* dst = kt_h + c * n_ctx;
-        for (int64_t p = p0; p < p1; ++p) {
-          dst[p] = c < d.nope ? e.kv[static_cast<size_t>(p * d.kv_width + h * (d.nope + d.dv) + c)]
-                              : e.k_pe[static_cast<size_t>(p * d.rope + c - d.nope)];
+  ForEachExpandedChunk(ctx, w, d, slice, [&](const ExpandedChunk& e) {
+    ctx.exec.pool.ParallelFor(d.n_head, [&](int64_t h, int) {
+      const int64_t head_offset = h * (d.nope + d.dv);
+      float* kt_h = keys_t.data() + h * d.dk * n_ctx + e.p0;
+      float* v_h = values.data() + (h * n_ctx + e.p0) * d.dv;
+      for (int64_t b0 = 0; b0 < e.n; b0 += kPositionBlock) {
+        const int64_t b1 = std::min(e.n, b0 + kPositionBlock);
+        for (int c = 0; c < d.dk; ++c) {
+          float* dst = kt_h + c * n_ctx;
+          for (int64_t i = b0; i < b1; ++i) {
+            dst[i] = c < d.nope ? e.kv[i * d.kv_width + head_offset + c]
+                                : e.k_pe[i * d.rope + c - d.nope];
+          }
         }
       }
-    }
-    for (int64_t p = 0; p < n_ctx; ++p) {
-      std::copy_n(e.kv.data() + p * d.kv_width + h * (d.nope + d.dv) + d.nope, d.dv,
-                  v_h + p * d.dv);
-    }
+      for (int64_t i = 0; i < e.n; ++i) {
+        std::copy_n(e.kv + i * d.kv_width + head_offset + d.nope, d.dv, v_h + i * d.dv);
+      }
+    });
   });
   ctx.exec.pool.ParallelFor(d.n_head * TileCount(slice), [&](int64_t item, int) {
     const QueryTile tile = TileOf(ctx, slice, item);
@@ -204,15 +222,7 @@ struct Bf16KeysValues {
   std::span<const uint32_t> values;
 };
 
-// Expands and lays out the context kExpandChunk positions at a time, so that the float32
-// expansion of a chunk stays in L3 while it is laid out (and the arena holds one chunk of it, not
-// the whole context's [n_ctx, n_head (nope + v)] floats). The products are the whole context's,
-// bitwise (a position's result does not depend on its batch, kernel_table.h) except where the AMX
-// tables take a last chunk of fewer than bf16_tiles_min_tokens positions by their row kernel.
-// bench-v2-lite bf16 prefill of 512 tokens (Zen 5 VM, 2026-12-05): the expansion's products and
-// layout 127 + 34 -> 115 + 23 ms a prefill @4096; with and without chunks alternating prefill by
-// prefill in one process, medians of 6 pairs, +0.7 to +3.0% @4096 (5 runs); separate processes
-// @16384 228 -> 273 and 261 -> 292 tok/s; peak memory 74 MB less @4096, 301 MB less @16384.
+// The context's keys and values in the bf16 tiles' layout, a chunk at a time.
 Bf16KeysValues LayOutBf16(const LayerContext& ctx, const MlaWeights& w, const Dims& d,
                           const SequenceSlice& slice) {
   const KernelTable& k = ctx.exec.k;
@@ -223,45 +233,37 @@ Bf16KeysValues LayOutBf16(const LayerContext& ctx, const MlaWeights& w, const Di
       ctx.scratch.Alloc<uint32_t>(static_cast<size_t>(d.n_head * dk_pairs * n_ctx));
   const std::span<uint32_t> values =
       ctx.scratch.Alloc<uint32_t>(static_cast<size_t>(d.n_head * ctx_pairs * d.dv));
-  const int64_t chunk = std::min(n_ctx, kExpandChunk);
-  const std::span<float> c_kv = ctx.scratch.Alloc<float>(static_cast<size_t>(chunk * d.latent));
-  const std::span<float> k_pe = ctx.scratch.Alloc<float>(static_cast<size_t>(chunk * d.rope));
-  const std::span<float> kv = ctx.scratch.Alloc<float>(static_cast<size_t>(chunk * d.kv_width));
-  for (int64_t p0 = 0; p0 < n_ctx; p0 += chunk) {
-    const int64_t n = std::min(chunk, n_ctx - p0);
-    DecodeRows(ctx, d, slice, p0, p0 + n, c_kv.data(), k_pe.data());
-    MatMul(ctx.exec, w.kv_b_proj, c_kv.data(), n, kv.data());
+  ForEachExpandedChunk(ctx, w, d, slice, [&](const ExpandedChunk& e) {
     ctx.exec.pool.ParallelFor(d.n_head, [&](int64_t h, int) {
       const int64_t head_offset = h * (d.nope + d.dv);
-      uint32_t* keys_h = keys.data() + h * dk_pairs * n_ctx + p0;
-      uint32_t* values_h = values.data() + (h * ctx_pairs + p0 / 2) * d.dv;
+      uint32_t* keys_h = keys.data() + h * dk_pairs * n_ctx + e.p0;
+      uint32_t* values_h = values.data() + (h * ctx_pairs + e.p0 / 2) * d.dv;
       // The rope part is even (config.cc), so with an even nope part no pair straddles the two
       // and both are laid out in place; else each block of positions is first gathered as
       // [nope ; rope].
       if (d.nope % 2 == 0) {
-        Bf16PairColumnsWith(k, kv.data() + head_offset, d.kv_width, n, d.nope / 2, keys_h, n_ctx);
-        Bf16PairColumnsWith(k, k_pe.data(), d.rope, n, d.rope / 2, keys_h + d.nope / 2 * n_ctx,
-                            n_ctx);
+        Bf16PairColumnsWith(k, e.kv + head_offset, d.kv_width, e.n, d.nope / 2, keys_h, n_ctx);
+        Bf16PairColumnsWith(k, e.k_pe, d.rope, e.n, d.rope / 2, keys_h + d.nope / 2 * n_ctx, n_ctx);
       } else {
         thread_local std::vector<float> block;  // [kPositionBlock, 2 dk_pairs], 0 past dk
         block.assign(static_cast<size_t>(kPositionBlock * 2 * dk_pairs), 0.0f);
-        for (int64_t b0 = 0; b0 < n; b0 += kPositionBlock) {
-          const int64_t nb = std::min(n - b0, kPositionBlock);
+        for (int64_t b0 = 0; b0 < e.n; b0 += kPositionBlock) {
+          const int64_t nb = std::min(e.n - b0, kPositionBlock);
           for (int64_t i = 0; i < nb; ++i) {
             float* row = block.data() + i * 2 * dk_pairs;
-            std::copy_n(kv.data() + (b0 + i) * d.kv_width + head_offset, d.nope, row);
-            std::copy_n(k_pe.data() + (b0 + i) * d.rope, d.rope, row + d.nope);
+            std::copy_n(e.kv + (b0 + i) * d.kv_width + head_offset, d.nope, row);
+            std::copy_n(e.k_pe + (b0 + i) * d.rope, d.rope, row + d.nope);
           }
           Bf16PairColumnsWith(k, block.data(), 2 * dk_pairs, nb, dk_pairs, keys_h + b0, n_ctx);
         }
       }
-      for (int64_t j = 0; 2 * j < n; ++j) {  // p0 and chunk are even: pairs stay in a chunk
-        const float* even = kv.data() + 2 * j * d.kv_width + head_offset + d.nope;
-        Bf16PairRowsWith(k, even, 2 * j + 1 < n ? even + d.kv_width : nullptr, d.dv,
+      for (int64_t j = 0; 2 * j < e.n; ++j) {  // p0 and the chunk are even: pairs stay in one
+        const float* even = e.kv + 2 * j * d.kv_width + head_offset + d.nope;
+        Bf16PairRowsWith(k, even, 2 * j + 1 < e.n ? even + d.kv_width : nullptr, d.dv,
                          values_h + j * d.dv);
       }
     });
-  }
+  });
   return {
       .n_ctx = n_ctx, .dk_pairs = dk_pairs, .ctx_pairs = ctx_pairs, .keys = keys, .values = values};
 }
@@ -325,7 +327,7 @@ void AttendNaiveFull(const LayerContext& ctx, const MlaWeights& w, const float* 
   if (ctx.exec.k.gemm_bf16_pairs != nullptr && ctx.exec.k.round_to_bf16 != nullptr) {
     TilesBf16(ctx, d, q, slice, LayOutBf16(ctx, w, d, slice), o);
   } else {
-    TilesF32(ctx, d, q, slice, ExpandContext(ctx, w, d, slice), o);
+    TilesF32(ctx, w, d, q, slice, o);
   }
 }
 
