@@ -126,14 +126,17 @@ void BM_MatMul(benchmark::State& state, Isa isa, DType dtype, Layout16 layout = 
 void Shapes(benchmark::internal::Benchmark* b) {
   // Decode: 1 token through 262,144 x 2048 weights (1 GiB in bf16, 0.5 GiB in Q8: several times
   // any L3, so the figure is DRAM bandwidth) and through 192 x 2048 (in L2: the kernel's own
-  // rate); batched decode of 8 and 16 sequences: 8 or 16
-  // tokens through 32,768 x 2048 (an lm_head-sized stream); prefill: 2048 x 2048, 512 tokens.
+  // rate); batched decode of 4, 8 and 16 sequences: 4, 8 or 16 tokens through 32,768 x 2048 (an
+  // lm_head-sized stream); a prefill's MoE expert: 48 or 53 tokens (token tiles of 6 and a last
+  // one of 5); prefill: 2048 x 2048, 512 tokens.
   for (int threads : {1, 2}) {
     b->Args({262144, 1, threads});
     b->Args({192, 1, threads});
     b->Args({32768, 8, threads});
     b->Args({2048, 16, threads});
     b->Args({2048, 48, threads});
+    b->Args({2048, 53, threads});
+    b->Args({32768, 4, threads});
     b->Args({32768, 48, threads});
     b->Args({32768, 16, threads});
     b->Args({2048, 512, threads});

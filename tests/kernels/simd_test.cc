@@ -606,7 +606,7 @@ void CheckPackedMatMul(const KernelTable& k, DType dtype) {
   // next block of a range while the later token tiles run over one).
   const int64_t rows = 133;
   // AVX-512: token tiles of 8, 8, 8 and 3; AVX512-BF16: 6, then three of 6 sharing that prefetch,
-  // 2 and 1; AVX2: widened weights.
+  // and 3; AVX2: widened weights.
   const int64_t max_tokens = 27;
   for (int64_t cols : {2, 64, 150, 2050}) {
     SCOPED_TRACE(std::string(DTypeName(dtype)) + " cols " + std::to_string(cols));
@@ -677,6 +677,14 @@ void CheckPackedMatMul(const KernelTable& k, DType dtype) {
                   r >= 5 && r < 29 ? batched[static_cast<size_t>(t * rows + r)] : -9.0f)
             << t << " " << r;
       }
+    }
+    // Smaller batches, bitwise the first tokens of the whole one: AVX512-BF16 runs 3-5 tokens as
+    // one tile that brings the weights in, and 22 / 23 / 26 as tiles of 6 and a last one of 4, 5
+    // and 2.
+    for (int64_t n_tokens : {3, 4, 5, 22, 23, 26}) {
+      std::vector<float> fewer(static_cast<size_t>(n_tokens * rows));
+      run(0, rows, 0, n_tokens, fewer.data());
+      ASSERT_TRUE(std::equal(fewer.begin(), fewer.end(), batched.begin())) << n_tokens;
     }
     // Two tokens and rows 3..21 (a range inside one tile of two groups): bitwise the batch's.
     std::vector<float> pair(static_cast<size_t>(2 * rows), -9.0f);
