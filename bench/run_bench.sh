@@ -15,7 +15,7 @@ echo "# $(date -u +%F) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xar
 for m in "$model" "$model-q8"; do
   for kv in bf16 int8; do
     echo "# $m, --kv-dtype $kv"
-    build/bin/mlarun bench --model "$m" -p 512 -n 64 --depth "$depths" -t 2 --repeats 3 \
+    build/bin/mlarun bench --model "$m" -p 512 -n 64 --depth "$depths" -t 2 --repeats 5 \
       --kv-dtype "$kv" --json
   done
 done

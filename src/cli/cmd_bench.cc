@@ -91,9 +91,9 @@ int RunBench(const BenchArgs& args) {
     if (IsaSupported(Isa::kAmx)) {
       std::printf("amx: --isa fast multiplies packed bf16 weights by tiles for 16+ tokens\n");
     }
-    std::printf("%8s %8s %12s %8s %12s %14s %10s %10s %9s %9s %10s %9s\n", "depth", "prefill",
+    std::printf("%8s %8s %12s %8s %12s %14s %10s %10s %9s %9s %10s %9s %7s\n", "depth", "prefill",
                 "prefill t/s", "decode", "decode t/s", "bytes/token", "GB/s", "probe GB/s",
-                "roofline", "products", "prod. GB/s", "attention");
+                "roofline", "products", "prod. GB/s", "attention", "drop");
   }
   // One cache per depth, filled first; then every round measures each depth in turn (prefill,
   // decode, then the bandwidth probe right after the decode). The machines this runs on drift by
@@ -185,6 +185,13 @@ int RunBench(const BenchArgs& args) {
     const double product_share = run.product_shares[median_round];
     const double product_gb_s = run.product_rates[median_round];
     const double attention_share = run.attention_shares[median_round];
+    // How much slower than the first depth, paired round by round (the two decodes of a round
+    // run seconds apart, the rounds minutes apart on a drifting machine): 1 - the median of the
+    // per-round ratios.
+    std::vector<double> ratios;
+    for (size_t r = 0; r < run.decode_rates.size(); ++r)
+      ratios.push_back(run.decode_rates[r] / runs.front().decode_rates[r]);
+    const double drop = 1.0 - Median(ratios);
     if (args.json) {
       const nlohmann::json line = {{"weights", weights},
                                    {"kv_dtype", args.kv_dtype},
@@ -203,13 +210,15 @@ int RunBench(const BenchArgs& args) {
                                    {"roofline_fraction", fraction},
                                    {"decode_product_time_fraction", product_share},
                                    {"decode_product_gb_s", product_gb_s},
-                                   {"decode_attention_time_fraction", attention_share}};
+                                   {"decode_attention_time_fraction", attention_share},
+                                   {"decode_drop_vs_first_depth", drop}};
       std::printf("%s\n", line.dump().c_str());
     } else {
-      std::printf("%8d %8d %12.1f %8d %12.2f %14lld %10.2f %10.2f %8.1f%% %8.1f%% %10.2f %8.1f%%\n",
-                  run.depth, args.prompt, prefill_tok_s, args.decode, decode_tok_s,
-                  static_cast<long long>(bytes), gb_s, Median(run.probes), 100.0 * fraction,
-                  100.0 * product_share, product_gb_s, 100.0 * attention_share);
+      std::printf(
+          "%8d %8d %12.1f %8d %12.2f %14lld %10.2f %10.2f %8.1f%% %8.1f%% %10.2f %8.1f%% %6.1f%%\n",
+          run.depth, args.prompt, prefill_tok_s, args.decode, decode_tok_s,
+          static_cast<long long>(bytes), gb_s, Median(run.probes), 100.0 * fraction,
+          100.0 * product_share, product_gb_s, 100.0 * attention_share, 100.0 * drop);
     }
   }
   // Timed by the first int8 prefill batch on AMX-INT8 tables (never for bf16 weights).

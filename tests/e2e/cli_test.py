@@ -120,7 +120,7 @@ def main():
               "decode_tokens",
               "decode_tok_s", "bytes_per_decoded_token", "decode_gb_s", "peak_read_gb_s",
               "roofline_fraction", "decode_product_time_fraction", "decode_product_gb_s",
-              "decode_attention_time_fraction"}
+              "decode_attention_time_fraction", "decode_drop_vs_first_depth"}
     ok = (r.returncode == 0 and len(lines) == 2 and all(set(l) == fields for l in lines) and
           [l["depth"] for l in lines] == [0, 64] and all(l["threads"] == 1 for l in lines) and
           all(l["kv_dtype"] == "bf16" and l["isa"] in ISAS for l in lines) and
@@ -134,7 +134,8 @@ def main():
           all(abs(l["decode_gb_s"] - l["bytes_per_decoded_token"] * l["decode_tok_s"] / 1e9) <
               1e-9 * l["decode_gb_s"] for l in lines) and
           (lines[1]["bytes_per_decoded_token"] - lines[0]["bytes_per_decoded_token"]) % 64 == 0 and
-          lines[1]["bytes_per_decoded_token"] > lines[0]["bytes_per_decoded_token"])
+          lines[1]["bytes_per_decoded_token"] > lines[0]["bytes_per_decoded_token"] and
+          lines[0]["decode_drop_vs_first_depth"] == 0 and lines[1]["decode_drop_vs_first_depth"] < 1)
     print(("PASS" if ok else "FAIL") + " bench --json: two depths, all fields, GB/s = bytes x tok/s, product + attention shares <= 1, one load time")
     if not ok:
         print(r.stdout, r.stderr)
@@ -146,8 +147,11 @@ def main():
     ok = (r8.returncode == 0 and len(lines8) == 2 and len(lines) == 2 and
           all(l["kv_dtype"] == "int8" and l["isa"] == "scalar" for l in lines8) and
           0 < (lines8[1]["bytes_per_decoded_token"] - lines8[0]["bytes_per_decoded_token"]) <
-          (lines[1]["bytes_per_decoded_token"] - lines[0]["bytes_per_decoded_token"]))
-    print(("PASS" if ok else "FAIL") + " bench --json names kv_dtype and isa; int8 cache rows add fewer bytes")
+          (lines[1]["bytes_per_decoded_token"] - lines[0]["bytes_per_decoded_token"]) and
+          # One round: the drop is that round's ratio of the two decode rates.
+          abs(lines8[1]["decode_drop_vs_first_depth"] -
+              (1 - lines8[1]["decode_tok_s"] / lines8[0]["decode_tok_s"])) < 1e-12)
+    print(("PASS" if ok else "FAIL") + " bench --json names kv_dtype and isa; int8 cache rows add fewer bytes; one round's drop = 1 - the rates' ratio")
     if not ok:
         failures.append("bench --json kv_dtype")
     # --weights bf16 rounds the f32 model's matrices to bf16 at load: about half the bytes.
