@@ -16,6 +16,9 @@ struct SyntheticModelOptions {
   uint64_t seed = 1;
   int layers = 0;                // 0: the preset's default
   uint64_t max_shard_bytes = 0;  // > 0: split into model-0000x-of-0000y.safetensors + index
+  // A JSON merge patch (RFC 7386) applied to the preset's config.json, e.g. {"qk_nope_head_dim":
+  // 15}: shapes no preset has (tests); the tensors follow the patched config.
+  std::string config_patch;
 };
 
 // Names of the available presets.

@@ -1,6 +1,7 @@
 // Whole-model invariants on generated tiny models: prefill == decode, naive == absorbed MLA,
 // paged == contiguous, thread-count independence, dtype tolerances, sharding, and exact KV bytes.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -22,6 +24,7 @@
 #include "model/model.h"
 #include "model/quantize.h"
 #include "model/safetensors.h"
+#include "model/synthetic.h"
 #include "model/test_models.h"
 #include "runtime/generator.h"
 
@@ -531,6 +534,37 @@ TEST(ModelTest, FastIsaBf16PrefillAttentionStaysCloseToF32) {
   EXPECT_EQ(
       RunLogits(*model, ids, {.chunk = 400, .path = MlaPath::kNaive, .threads = 1, .isa = fast}),
       rounded);
+}
+
+// An odd qk_nope_head_dim (15; no preset has one): the prefill's layouts gather each block of
+// positions as [nope ; rope] before pairing (a pair straddles the two parts), and the RoPE part
+// starts at an odd offset. The naive path, with its context expanded in pieces of 512, against
+// the absorbed one on the exact tables, and the bf16 tiles against the exact naive path.
+TEST(ModelTest, OddNopeHeadDimNaivePrefillMatchesAbsorbedAndBf16StaysClose) {
+  const std::string dir = ::testing::TempDir() + "/mlarun_odd_nope_" + std::to_string(::getpid());
+  WriteSyntheticModel({.preset = "tiny-v2-lite", .config_patch = R"({"qk_nope_head_dim": 15})"},
+                      dir);
+  {
+    const auto model = Model::Load(dir);
+    ASSERT_EQ(model->config().qk_nope_head_dim, 15);
+    const auto ids = TestIds(1100);
+    const int64_t vocab = model->config().vocab_size;
+    const auto naive = RunLogits(*model, ids, {.chunk = 550, .path = MlaPath::kNaive});
+    EXPECT_LT(MaxAbsDiff(naive, RunLogits(*model, ids, {.chunk = 550, .path = MlaPath::kAbsorbed})),
+              1e-5);
+    const Isa fast = Bf16DotIsa();
+    if (GetKernelTable(fast).gemm_bf16_pairs != nullptr) {
+      const DiffStats stats = Compare(
+          naive, RunLogits(*model, ids, {.chunk = 550, .path = MlaPath::kNaive, .isa = fast}),
+          vocab);
+      std::printf("odd nope, bf16 vs f32 prefill attention: mean %.5f median max %.5f\n",
+                  stats.mean, stats.median_max);
+      EXPECT_GT(stats.mean, 0.0);
+      EXPECT_LT(stats.mean, 0.01);
+      EXPECT_LT(stats.median_max, 0.05);
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // The same through the AMX pair GEMM's blocking on any CPU: this CPU's best table with the
