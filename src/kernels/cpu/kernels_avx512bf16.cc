@@ -474,22 +474,10 @@ constexpr int64_t kMaxNextBlockTiles = 8;
 template <PairPrefetch kPrefetch>
 inline void PairGemmShortTile(int64_t rows, int64_t k_pairs, const uint32_t* a, int64_t lda,
                               const PairColumns& cols, float* c, int64_t ldc, bool accumulate) {
-  switch (rows) {
-    case 1:
-      PairGemmTile<1, kPrefetch>(k_pairs, a, lda, cols, c, ldc, accumulate);
-      return;
-    case 2:
-      PairGemmTile<2, kPrefetch>(k_pairs, a, lda, cols, c, ldc, accumulate);
-      return;
-    case 3:
-      PairGemmTile<3, kPrefetch>(k_pairs, a, lda, cols, c, ldc, accumulate);
-      return;
-    case 4:
-      PairGemmTile<4, kPrefetch>(k_pairs, a, lda, cols, c, ldc, accumulate);
-      return;
-    default:
-      PairGemmTile<5, kPrefetch>(k_pairs, a, lda, cols, c, ldc, accumulate);
-  }
+  // rows in [1, 5]: ForEachTokenTile<5> runs one tile of width `rows`.
+  ForEachTokenTile<5>(rows, [&](auto width, int64_t) {
+    PairGemmTile<decltype(width)::value, kPrefetch>(k_pairs, a, lda, cols, c, ldc, accumulate);
+  });
 }
 
 // Rows [0, m) of A (and C) in tiles of 6 rows against one set of columns and the last m % 6 rows
