@@ -255,8 +255,9 @@ double PairDot(uint32_t a, uint32_t b) {
 
 TEST_P(SimdAttentionTest, Bf16PairGemmMatchesDoubleReference) {
   if (simd().gemm_bf16_pairs == nullptr) GTEST_SKIP() << "no bf16 GEMM in this ISA";
-  // Row tiles of 6/4/2/1, partial column panels (masks), several depth chunks, and k = 0.
-  for (int64_t m : {1, 3, 7, 13}) {
+  // Row tiles of 6 and 1-5 (7 = 4 + 3 and 8 = 4 + 4 rows on AVX512-BF16), partial column panels
+  // (masks), several depth chunks, and k = 0.
+  for (int64_t m : {1, 3, 7, 8, 13, 14}) {
     for (int64_t n : {1, 16, 17, 64, 130}) {
       for (int64_t k_pairs : {0, 1, 96, 300}) {
         const int64_t lda = k_pairs + 2;
