@@ -463,9 +463,9 @@ constexpr int64_t kMinNextBlockTiles = 3;
 constexpr int64_t kMaxNextBlockTiles = 8;
 
 // A tile of 1-5 rows (C's rows [0, rows)) in one pass over the columns, prefetching as kPrefetch
-// says. Before, 5 rows ran as tiles of 4 + 1, 3 as 2 + 1, and a product of 2-5 tokens as 1 + 4,
-// 2, 2 + 1 or 2 + 2 + 1 rows: 1- and 2-row tiles keep too few accumulator chains to issue
-// vdpbf16ps at the core's rate, and each tile reads the block of columns from L2 again.
+// says. Before, 5 rows ran as tiles of 4 + 1, 3 as 2 + 1, and a product of 2, 3, 4 or 5 tokens
+// as 1 + 1, 1 + 2, 1 + 2 + 1 or 1 + 4 rows: 1- and 2-row tiles keep too few accumulator chains
+// to issue vdpbf16ps at the core's rate, and each tile reads the block of columns from L2 again.
 // BM_MatMul, medians of 5 alternating runs (2026-12-05): 2,048 x 53 tokens 1.20 -> 1.12 ms on
 // one thread, 0.65 -> 0.61 on two; 32,768 rows from memory x 4 tokens 6.84 -> 6.02 and 3.55 ->
 // 2.73 ms; engine_bench BatchedDecode of bench-v2-lite bf16, 2 threads, 7 pairs of runs: 4
