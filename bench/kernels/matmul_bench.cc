@@ -268,7 +268,7 @@ void BM_ExpertBatch(benchmark::State& state, Isa isa) {
   constexpr int kTopK = 6;
   const int64_t n_tokens = state.range(0);
   const int64_t n_steps = state.range(2);
-  const WeightMatrix w = GetMatrix(DType::kI8, kExperts * 2 * kInter);
+  const WeightMatrix w = GetMatrix(DType::kI8, int64_t{kExperts} * 2 * kInter);
   ThreadPool pool(static_cast<int>(state.range(1)));
   Exec exec{pool, GetKernelTable(isa)};
   Rng rng(5);
@@ -290,7 +290,7 @@ void BM_ExpertBatch(benchmark::State& state, Isa isa) {
     for (int e = 0; e < kExperts; ++e) {
       const int64_t n = static_cast<int64_t>(tokens_of[static_cast<size_t>(e)].size());
       if (n == 0) continue;
-      const int64_t base = e * 2 * kInter;
+      const int64_t base = int64_t{e} * 2 * kInter;
       jobs.push_back(
           {&w, base, base + kInter, x.data() + row * kCols, n, y.data() + row * 2 * kInter});
       jobs.push_back({&w, base + kInter, base + 2 * kInter, x.data() + row * kCols, n,
