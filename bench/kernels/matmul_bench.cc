@@ -305,7 +305,7 @@ void BM_ExpertBatch(benchmark::State& state, Isa isa) {
     step = (step + 1) % n_steps;
     benchmark::DoNotOptimize(y.data());
   }
-  state.counters["experts"] = static_cast<double>(steps.front().size() / 2);
+  state.counters["experts"] = static_cast<double>(steps.front().size()) / 2.0;  // 2 jobs each
   state.counters["weight_GB/s"] = benchmark::Counter(
       bytes / static_cast<double>(n_steps) * static_cast<double>(state.iterations()) / 1e9,
       benchmark::Counter::kIsRate);
