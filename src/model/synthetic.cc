@@ -286,7 +286,13 @@ std::string SyntheticConfigJson(const SyntheticModelOptions& options) {
     config["eos_token_id"] = vocab - static_cast<int64_t>(kSpecialTokens.size()) + 1;
   }
   if (options.layers > 0) config["num_hidden_layers"] = options.layers;
-  if (!options.config_patch.empty()) config.merge_patch(Json::parse(options.config_patch));
+  if (!options.config_patch.empty()) {
+    try {
+      config.merge_patch(Json::parse(options.config_patch));
+    } catch (const Json::parse_error& e) {
+      throw Error("config_patch: invalid JSON: " + std::string(e.what()));
+    }
+  }
   if (options.dtype == DType::kF8E4M3) {
     config["quantization_config"] = {{"activation_scheme", "dynamic"},
                                      {"fmt", "e4m3"},

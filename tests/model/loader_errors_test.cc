@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -13,6 +14,7 @@
 #include "model/model.h"
 #include "model/quantize.h"
 #include "model/safetensors.h"
+#include "model/synthetic.h"
 #include "model/test_models.h"
 
 namespace mlarun {
@@ -302,6 +304,20 @@ TEST(LoaderErrorsTest, Q8LayoutMustBeKnownAndMatchTheTensors) {
                     config.substr(0, at) + "\"row_major\"" +
                         config.substr(at + std::string("\"packed16\"").size()));
   EXPECT_NE(LoadError(dir).find("is U8 but config.json's quantization_config has no layout"),
+            std::string::npos);
+}
+
+// A synthetic model's config patch that is not JSON is refused naming the option (and a valid
+// one is applied).
+TEST(LoaderErrorsTest, SyntheticConfigPatchMustBeJson) {
+  try {
+    SyntheticConfigJson({.preset = "tiny-v2-lite", .config_patch = "{\"qk_nope_head_dim\": "});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("config_patch: invalid JSON: ", 0), 0u) << e.what();
+  }
+  EXPECT_NE(SyntheticConfigJson({.preset = "tiny-v2-lite", .config_patch = R"({"v_head_dim": 8})"})
+                .find("\"v_head_dim\": 8"),
             std::string::npos);
 }
 
