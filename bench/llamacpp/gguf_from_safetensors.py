@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""Writes a DeepSeek-V2/V3 Hugging Face checkpoint (config.json + *.safetensors, bf16) as a GGUF
-file that llama.cpp's `deepseek2` architecture loads, so both engines can be timed on the same
-weights. Only for benchmarks: mlarun itself never reads GGUF.
+"""Writes a Hugging Face checkpoint (config.json + *.safetensors; DeepSeek-V2/V3, Llama or Qwen2)
+as a GGUF file that llama.cpp's `deepseek2`, `llama` or `qwen2` architecture loads, so both
+engines can be timed and compared on the same weights. For benchmarks and the e2e cross-check
+only: mlarun itself never reads GGUF.
 
 Usage: gguf_from_safetensors.py MODEL_DIR OUT.gguf [--type bf16|q8_0|f32]
 
@@ -159,25 +160,38 @@ class GgufWriter:
                 f.write(data + b"\0" * (-len(data) % GGUF_ALIGN))
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("model_dir")
-    parser.add_argument("out")
-    parser.add_argument("--type", choices=["bf16", "q8_0", "f32"], default="bf16")
-    args = parser.parse_args()
-    with open(os.path.join(args.model_dir, "config.json")) as f:
-        cfg = json.load(f)
-    st = SafetensorsDir(args.model_dir)
-    w = GgufWriter(args.type)
+def add_plain(w, st, gguf_name, key, quantizable=True):
+    """A tensor stored as is (shape and layout of the safetensors one)."""
+    shape = st.entries[key][1]["shape"]
+    w.tensor(gguf_name, lambda: st.f32(key), shape, quantizable)
+
+
+def add_general(w, arch, args, cfg):
+    w.add("general.architecture", arch)
+    w.add("general.name", os.path.basename(os.path.normpath(args.model_dir)))
+    w.add("general.alignment", GGUF_ALIGN)
+    w.add("general.file_type", {"bf16": 32, "q8_0": 7, "f32": 0}[args.type])
+    vocab = cfg["vocab_size"]
+    byte_tokens = [chr(c) for c in range(0x21, 0x7F)] + [chr(c) for c in range(0xA1, 0xAD)] + \
+        [chr(c) for c in range(0xAE, 0x100)]
+    byte_tokens += [chr(0x100 + i) for i in range(256 - len(byte_tokens))]
+    tokens = byte_tokens + [f"<t{i}>" for i in range(len(byte_tokens), vocab)]
+    w.add("tokenizer.ggml.model", "gpt2")
+    w.add("tokenizer.ggml.pre", "default")
+    w.add("tokenizer.ggml.tokens", tokens)
+    w.add("tokenizer.ggml.token_type", ("i32[]", [1] * vocab))
+    w.add("tokenizer.ggml.merges", [])
+    w.add("tokenizer.ggml.bos_token_id", cfg.get("bos_token_id", 0))
+    w.add("tokenizer.ggml.eos_token_id", cfg.get("eos_token_id", 0))
+
+
+def add_deepseek2(w, st, cfg):
+    """DeepSeek-V2/V3 as llama.cpp's deepseek2 (MLA split into attn_k_b / attn_v_b)."""
     arch = "deepseek2"
     n_layer, n_head = cfg["num_hidden_layers"], cfg["num_attention_heads"]
     nope, rope, v_dim = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"]
     rank = cfg["kv_lora_rank"]
     vocab = cfg["vocab_size"]
-    w.add("general.architecture", arch)
-    w.add("general.name", os.path.basename(os.path.normpath(args.model_dir)))
-    w.add("general.alignment", GGUF_ALIGN)
-    w.add("general.file_type", {"bf16": 32, "q8_0": 7, "f32": 0}[args.type])
     w.add(f"{arch}.block_count", n_layer)
     w.add(f"{arch}.context_length", cfg["max_position_embeddings"])
     w.add(f"{arch}.embedding_length", cfg["hidden_size"])
@@ -221,37 +235,22 @@ def main():
         w.add(f"{arch}.rope.scaling.yarn_beta_slow", float(yarn.get("beta_slow", 1)))
         # llama.cpp's converter writes 0.1 * mscale_all_dim here and its loader divides by 0.1.
         w.add(f"{arch}.rope.scaling.yarn_log_multiplier", 0.1 * float(yarn.get("mscale_all_dim", 0)))
-    byte_tokens = [chr(c) for c in range(0x21, 0x7F)] + [chr(c) for c in range(0xA1, 0xAD)] + \
-        [chr(c) for c in range(0xAE, 0x100)]
-    byte_tokens += [chr(0x100 + i) for i in range(256 - len(byte_tokens))]
-    tokens = byte_tokens + [f"<t{i}>" for i in range(len(byte_tokens), vocab)]
-    w.add("tokenizer.ggml.model", "gpt2")
-    w.add("tokenizer.ggml.pre", "default")
-    w.add("tokenizer.ggml.tokens", tokens)
-    w.add("tokenizer.ggml.token_type", ("i32[]", [1] * vocab))
-    w.add("tokenizer.ggml.merges", [])
-    w.add("tokenizer.ggml.bos_token_id", cfg.get("bos_token_id", 0))
-    w.add("tokenizer.ggml.eos_token_id", cfg.get("eos_token_id", 0))
 
-    def plain(gguf_name, key, quantizable=True):
-        shape = st.entries[key][1]["shape"]
-        w.tensor(gguf_name, lambda: st.f32(key), shape, quantizable)
-
-    plain("token_embd.weight", "model.embed_tokens.weight")
-    plain("output_norm.weight", "model.norm.weight")
-    plain("output.weight", "lm_head.weight")
+    add_plain(w, st, "token_embd.weight", "model.embed_tokens.weight")
+    add_plain(w, st, "output_norm.weight", "model.norm.weight")
+    add_plain(w, st, "output.weight", "lm_head.weight")
     for i in range(n_layer):
         p, b = f"model.layers.{i}.", f"blk.{i}."
-        plain(b + "attn_norm.weight", p + "input_layernorm.weight")
-        plain(b + "ffn_norm.weight", p + "post_attention_layernorm.weight")
+        add_plain(w, st, b + "attn_norm.weight", p + "input_layernorm.weight")
+        add_plain(w, st, b + "ffn_norm.weight", p + "post_attention_layernorm.weight")
         if st.has(p + "self_attn.q_proj.weight"):
-            plain(b + "attn_q.weight", p + "self_attn.q_proj.weight")
+            add_plain(w, st, b + "attn_q.weight", p + "self_attn.q_proj.weight")
         else:
-            plain(b + "attn_q_a.weight", p + "self_attn.q_a_proj.weight")
-            plain(b + "attn_q_a_norm.weight", p + "self_attn.q_a_layernorm.weight")
-            plain(b + "attn_q_b.weight", p + "self_attn.q_b_proj.weight")
-        plain(b + "attn_kv_a_mqa.weight", p + "self_attn.kv_a_proj_with_mqa.weight")
-        plain(b + "attn_kv_a_norm.weight", p + "self_attn.kv_a_layernorm.weight")
+            add_plain(w, st, b + "attn_q_a.weight", p + "self_attn.q_a_proj.weight")
+            add_plain(w, st, b + "attn_q_a_norm.weight", p + "self_attn.q_a_layernorm.weight")
+            add_plain(w, st, b + "attn_q_b.weight", p + "self_attn.q_b_proj.weight")
+        add_plain(w, st, b + "attn_kv_a_mqa.weight", p + "self_attn.kv_a_proj_with_mqa.weight")
+        add_plain(w, st, b + "attn_kv_a_norm.weight", p + "self_attn.kv_a_layernorm.weight")
         kv_b = p + "self_attn.kv_b_proj.weight"  # [n_head * (nope + v), rank]
 
         def k_b(key=kv_b):  # [n_head, rank, nope]
@@ -262,15 +261,15 @@ def main():
 
         w.tensor(b + "attn_k_b.weight", k_b, [n_head, rank, nope])
         w.tensor(b + "attn_v_b.weight", v_b, [n_head, v_dim, rank])
-        plain(b + "attn_output.weight", p + "self_attn.o_proj.weight")
+        add_plain(w, st, b + "attn_output.weight", p + "self_attn.o_proj.weight")
         if i < cfg.get("first_k_dense_replace", 0):
             for proj, name in (("gate_proj", "ffn_gate"), ("up_proj", "ffn_up"),
                                ("down_proj", "ffn_down")):
-                plain(f"{b}{name}.weight", f"{p}mlp.{proj}.weight")
+                add_plain(w, st, f"{b}{name}.weight", f"{p}mlp.{proj}.weight")
             continue
-        plain(b + "ffn_gate_inp.weight", p + "mlp.gate.weight", quantizable=False)
+        add_plain(w, st, b + "ffn_gate_inp.weight", p + "mlp.gate.weight", quantizable=False)
         if st.has(p + "mlp.gate.e_score_correction_bias"):
-            plain(b + "exp_probs_b.bias", p + "mlp.gate.e_score_correction_bias")
+            add_plain(w, st, b + "exp_probs_b.bias", p + "mlp.gate.e_score_correction_bias")
         n_expert = cfg["n_routed_experts"]
         for proj, name in (("gate_proj", "ffn_gate_exps"), ("up_proj", "ffn_up_exps"),
                            ("down_proj", "ffn_down_exps")):
@@ -283,7 +282,84 @@ def main():
         if cfg.get("n_shared_experts"):
             for proj, name in (("gate_proj", "ffn_gate_shexp"), ("up_proj", "ffn_up_shexp"),
                                ("down_proj", "ffn_down_shexp")):
-                plain(f"{b}{name}.weight", f"{p}mlp.shared_experts.{proj}.weight")
+                add_plain(w, st, f"{b}{name}.weight", f"{p}mlp.shared_experts.{proj}.weight")
+
+
+def permute_for_llama_rope(x, n_head):
+    """HF Llama's q/k rows pair dimension i with i + d/2 (rotate_half); llama.cpp's llama
+    architecture rotates adjacent pairs (2i, 2i+1), so its converter reorders each head's rows:
+    [n_head, 2, d/2, in] -> [n_head, d/2, 2, in]."""
+    return x.reshape(n_head, 2, x.shape[0] // n_head // 2, x.shape[1]).swapaxes(1, 2) \
+        .reshape(x.shape)
+
+
+def add_llama_like(w, st, cfg, arch):
+    """Llama (MHA / GQA / MQA) as llama.cpp's llama architecture, Qwen2 as its qwen2 one (NEOX
+    RoPE, no reordering; q/k/v biases)."""
+    n_layer, n_head = cfg["num_hidden_layers"], cfg["num_attention_heads"]
+    n_head_kv = cfg.get("num_key_value_heads", n_head)
+    head_dim = cfg.get("head_dim", cfg["hidden_size"] // n_head)
+    w.add(f"{arch}.block_count", n_layer)
+    w.add(f"{arch}.context_length", cfg["max_position_embeddings"])
+    w.add(f"{arch}.embedding_length", cfg["hidden_size"])
+    w.add(f"{arch}.feed_forward_length", cfg["intermediate_size"])
+    w.add(f"{arch}.attention.head_count", n_head)
+    w.add(f"{arch}.attention.head_count_kv", n_head_kv)
+    w.add(f"{arch}.rope.freq_base", float(cfg.get("rope_theta", 10000.0)))
+    w.add(f"{arch}.rope.dimension_count", head_dim)
+    w.add(f"{arch}.attention.layer_norm_rms_epsilon", float(cfg.get("rms_norm_eps", 1e-6)))
+    w.add(f"{arch}.vocab_size", cfg["vocab_size"])
+    add_plain(w, st, "token_embd.weight", "model.embed_tokens.weight")
+    add_plain(w, st, "output_norm.weight", "model.norm.weight")
+    if st.has("lm_head.weight") and not cfg.get("tie_word_embeddings", False):
+        add_plain(w, st, "output.weight", "lm_head.weight")
+    for i in range(n_layer):
+        p, b = f"model.layers.{i}.", f"blk.{i}."
+        add_plain(w, st, b + "attn_norm.weight", p + "input_layernorm.weight")
+        add_plain(w, st, b + "ffn_norm.weight", p + "post_attention_layernorm.weight")
+        for proj, name, heads in (("q_proj", "attn_q", n_head), ("k_proj", "attn_k", n_head_kv)):
+            key = f"{p}self_attn.{proj}.weight"
+            if arch == "llama":
+                w.tensor(f"{b}{name}.weight",
+                         lambda key=key, heads=heads: permute_for_llama_rope(st.f32(key), heads),
+                         st.entries[key][1]["shape"])
+            else:
+                add_plain(w, st, f"{b}{name}.weight", key)
+        add_plain(w, st, b + "attn_v.weight", p + "self_attn.v_proj.weight")
+        add_plain(w, st, b + "attn_output.weight", p + "self_attn.o_proj.weight")
+        for proj, name in (("q_proj", "attn_q"), ("k_proj", "attn_k"), ("v_proj", "attn_v")):
+            if st.has(f"{p}self_attn.{proj}.bias"):
+                if arch == "llama":
+                    sys.exit(f"error: {p}self_attn.{proj}.bias: attention biases need qwen2")
+                add_plain(w, st, f"{b}{name}.bias", f"{p}self_attn.{proj}.bias")
+        for proj, name in (("gate_proj", "ffn_gate"), ("up_proj", "ffn_up"),
+                           ("down_proj", "ffn_down")):
+            add_plain(w, st, f"{b}{name}.weight", f"{p}mlp.{proj}.weight")
+
+
+ARCHS = {"deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2", "llama": "llama",
+         "qwen2": "qwen2"}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model_dir")
+    parser.add_argument("out")
+    parser.add_argument("--type", choices=["bf16", "q8_0", "f32"], default="bf16")
+    args = parser.parse_args()
+    with open(os.path.join(args.model_dir, "config.json")) as f:
+        cfg = json.load(f)
+    arch = ARCHS.get(cfg.get("model_type"))
+    if arch is None:
+        sys.exit(f"error: {args.model_dir}/config.json: model_type {cfg.get('model_type')!r} "
+                 f"not supported (one of {', '.join(ARCHS)}; sliding-window Mistral is not)")
+    st = SafetensorsDir(args.model_dir)
+    w = GgufWriter(args.type)
+    add_general(w, arch, args, cfg)
+    if arch == "deepseek2":
+        add_deepseek2(w, st, cfg)
+    else:
+        add_llama_like(w, st, cfg, arch)
     w.write(args.out)
     print(f"wrote {args.out}: {len(w.tensors)} tensors, {args.type}")
 

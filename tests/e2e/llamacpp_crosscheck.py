@@ -12,10 +12,12 @@ engines give the logits after every token of a fixed id sequence (mlarun: `logit
 float32, prefill and decode; llama.cpp: one batch, float32 KV cache, flash attention off: its CPU
 flash attention rounds to float16 whatever the cache type, ~5e-3 off). Checked: the
 largest absolute logit difference over all positions and the vocabulary, and the same argmax at
-every position. Presets: tiny-v2-lite (MLA without q_lora, softmax gate, YaRN) and tiny-v3
-(q_lora, sigmoid gate with the noaux_tc bias and group-limited routing, normalised and scaled
-weights). tiny-v2's group_limited_greedy ranks groups by their top score, which llama.cpp does
-not implement (it ranks them as noaux_tc does), so it is left out.
+every position. Presets: tiny-v2-lite (MLA without q_lora, softmax gate, YaRN), tiny-v3 (q_lora,
+sigmoid gate with the noaux_tc bias and group-limited routing, normalised and scaled weights),
+the Llama MHA / GQA / MQA ones and tiny-qwen2 (q/k/v biases, tied embeddings). Left out:
+tiny-v2, whose group_limited_greedy ranks groups by their top score, which llama.cpp does not
+implement (it ranks them as noaux_tc does), and tiny-mistral-swa, whose sliding window llama.cpp's
+llama architecture does not apply.
 Needs node/npm and the npm registry (like TokenizerReferenceE2E); fails loudly without them.
 """
 import argparse
@@ -29,7 +31,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.normpath(os.path.join(HERE, "..", ".."))
-PRESETS = ("tiny-v2-lite", "tiny-v3")
+PRESETS = ("tiny-v2-lite", "tiny-v3", "tiny-llama-mha", "tiny-llama-gqa", "tiny-llama-mqa",
+           "tiny-qwen2")
 # Fixed ids below the tiny presets' vocabulary of 512 (the GGUF's ids 0-255 are byte tokens, but
 # ids are fed directly, so any id is valid).
 IDS = [1, 17, 300, 42, 511, 7, 256, 99, 3, 480, 123, 64, 200, 5, 333, 77, 410, 12, 250, 9]
