@@ -185,24 +185,42 @@ def add_general(w, arch, args, cfg):
     w.add("tokenizer.ggml.eos_token_id", cfg.get("eos_token_id", 0))
 
 
+def add_common(w, st, cfg, arch, n_head_kv):
+    """The keys and tensors every architecture here shares: sizes, norms, embeddings, lm_head."""
+    w.add(f"{arch}.block_count", cfg["num_hidden_layers"])
+    w.add(f"{arch}.context_length", cfg["max_position_embeddings"])
+    w.add(f"{arch}.embedding_length", cfg["hidden_size"])
+    w.add(f"{arch}.feed_forward_length", cfg["intermediate_size"])
+    w.add(f"{arch}.attention.head_count", cfg["num_attention_heads"])
+    w.add(f"{arch}.attention.head_count_kv", n_head_kv)
+    w.add(f"{arch}.rope.freq_base", float(cfg.get("rope_theta", 10000.0)))
+    w.add(f"{arch}.attention.layer_norm_rms_epsilon", float(cfg.get("rms_norm_eps", 1e-6)))
+    w.add(f"{arch}.vocab_size", cfg["vocab_size"])
+    add_plain(w, st, "token_embd.weight", "model.embed_tokens.weight")
+    add_plain(w, st, "output_norm.weight", "model.norm.weight")
+    if st.has("lm_head.weight") and not cfg.get("tie_word_embeddings", False):
+        add_plain(w, st, "output.weight", "lm_head.weight")
+    for i in range(cfg["num_hidden_layers"]):
+        add_plain(w, st, f"blk.{i}.attn_norm.weight", f"model.layers.{i}.input_layernorm.weight")
+        add_plain(w, st, f"blk.{i}.ffn_norm.weight",
+                  f"model.layers.{i}.post_attention_layernorm.weight")
+
+
+def add_swiglu(w, st, source, target, suffix=""):
+    """gate_proj / up_proj / down_proj under `source` as ffn_gate / ffn_up / ffn_down + suffix."""
+    for proj, name in (("gate_proj", "ffn_gate"), ("up_proj", "ffn_up"), ("down_proj", "ffn_down")):
+        add_plain(w, st, f"{target}{name}{suffix}.weight", f"{source}{proj}.weight")
+
+
 def add_deepseek2(w, st, cfg):
     """DeepSeek-V2/V3 as llama.cpp's deepseek2 (MLA split into attn_k_b / attn_v_b)."""
     arch = "deepseek2"
     n_layer, n_head = cfg["num_hidden_layers"], cfg["num_attention_heads"]
     nope, rope, v_dim = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"]
     rank = cfg["kv_lora_rank"]
-    vocab = cfg["vocab_size"]
-    w.add(f"{arch}.block_count", n_layer)
-    w.add(f"{arch}.context_length", cfg["max_position_embeddings"])
-    w.add(f"{arch}.embedding_length", cfg["hidden_size"])
-    w.add(f"{arch}.feed_forward_length", cfg["intermediate_size"])
-    w.add(f"{arch}.attention.head_count", n_head)
-    w.add(f"{arch}.attention.head_count_kv", 1)  # absorbed MLA is MQA over the latent
-    w.add(f"{arch}.rope.freq_base", float(cfg.get("rope_theta", 10000.0)))
-    w.add(f"{arch}.attention.layer_norm_rms_epsilon", float(cfg.get("rms_norm_eps", 1e-6)))
+    add_common(w, st, cfg, arch, n_head_kv=1)  # absorbed MLA is MQA over the latent
     w.add(f"{arch}.expert_used_count", cfg["num_experts_per_tok"])
     w.add(f"{arch}.leading_dense_block_count", cfg.get("first_k_dense_replace", 0))
-    w.add(f"{arch}.vocab_size", vocab)
     # llama.cpp reads q_lora_rank unless the layer count is a Lite model's; 0 means a full q_proj.
     w.add(f"{arch}.attention.q_lora_rank", cfg.get("q_lora_rank") or 0)
     w.add(f"{arch}.attention.kv_lora_rank", rank)
@@ -236,13 +254,8 @@ def add_deepseek2(w, st, cfg):
         # llama.cpp's converter writes 0.1 * mscale_all_dim here and its loader divides by 0.1.
         w.add(f"{arch}.rope.scaling.yarn_log_multiplier", 0.1 * float(yarn.get("mscale_all_dim", 0)))
 
-    add_plain(w, st, "token_embd.weight", "model.embed_tokens.weight")
-    add_plain(w, st, "output_norm.weight", "model.norm.weight")
-    add_plain(w, st, "output.weight", "lm_head.weight")
     for i in range(n_layer):
         p, b = f"model.layers.{i}.", f"blk.{i}."
-        add_plain(w, st, b + "attn_norm.weight", p + "input_layernorm.weight")
-        add_plain(w, st, b + "ffn_norm.weight", p + "post_attention_layernorm.weight")
         if st.has(p + "self_attn.q_proj.weight"):
             add_plain(w, st, b + "attn_q.weight", p + "self_attn.q_proj.weight")
         else:
@@ -263,9 +276,7 @@ def add_deepseek2(w, st, cfg):
         w.tensor(b + "attn_v_b.weight", v_b, [n_head, v_dim, rank])
         add_plain(w, st, b + "attn_output.weight", p + "self_attn.o_proj.weight")
         if i < cfg.get("first_k_dense_replace", 0):
-            for proj, name in (("gate_proj", "ffn_gate"), ("up_proj", "ffn_up"),
-                               ("down_proj", "ffn_down")):
-                add_plain(w, st, f"{b}{name}.weight", f"{p}mlp.{proj}.weight")
+            add_swiglu(w, st, p + "mlp.", b)
             continue
         add_plain(w, st, b + "ffn_gate_inp.weight", p + "mlp.gate.weight", quantizable=False)
         if st.has(p + "mlp.gate.e_score_correction_bias"):
@@ -280,9 +291,7 @@ def add_deepseek2(w, st, cfg):
 
             w.tensor(f"{b}{name}.weight", stacked, [n_expert] + one)
         if cfg.get("n_shared_experts"):
-            for proj, name in (("gate_proj", "ffn_gate_shexp"), ("up_proj", "ffn_up_shexp"),
-                               ("down_proj", "ffn_down_shexp")):
-                add_plain(w, st, f"{b}{name}.weight", f"{p}mlp.shared_experts.{proj}.weight")
+            add_swiglu(w, st, p + "mlp.shared_experts.", b, suffix="_shexp")
 
 
 def permute_for_llama_rope(x, n_head):
@@ -298,25 +307,10 @@ def add_llama_like(w, st, cfg, arch):
     RoPE, no reordering; q/k/v biases)."""
     n_layer, n_head = cfg["num_hidden_layers"], cfg["num_attention_heads"]
     n_head_kv = cfg.get("num_key_value_heads", n_head)
-    head_dim = cfg.get("head_dim", cfg["hidden_size"] // n_head)
-    w.add(f"{arch}.block_count", n_layer)
-    w.add(f"{arch}.context_length", cfg["max_position_embeddings"])
-    w.add(f"{arch}.embedding_length", cfg["hidden_size"])
-    w.add(f"{arch}.feed_forward_length", cfg["intermediate_size"])
-    w.add(f"{arch}.attention.head_count", n_head)
-    w.add(f"{arch}.attention.head_count_kv", n_head_kv)
-    w.add(f"{arch}.rope.freq_base", float(cfg.get("rope_theta", 10000.0)))
-    w.add(f"{arch}.rope.dimension_count", head_dim)
-    w.add(f"{arch}.attention.layer_norm_rms_epsilon", float(cfg.get("rms_norm_eps", 1e-6)))
-    w.add(f"{arch}.vocab_size", cfg["vocab_size"])
-    add_plain(w, st, "token_embd.weight", "model.embed_tokens.weight")
-    add_plain(w, st, "output_norm.weight", "model.norm.weight")
-    if st.has("lm_head.weight") and not cfg.get("tie_word_embeddings", False):
-        add_plain(w, st, "output.weight", "lm_head.weight")
+    add_common(w, st, cfg, arch, n_head_kv)
+    w.add(f"{arch}.rope.dimension_count", cfg.get("head_dim", cfg["hidden_size"] // n_head))
     for i in range(n_layer):
         p, b = f"model.layers.{i}.", f"blk.{i}."
-        add_plain(w, st, b + "attn_norm.weight", p + "input_layernorm.weight")
-        add_plain(w, st, b + "ffn_norm.weight", p + "post_attention_layernorm.weight")
         for proj, name, heads in (("q_proj", "attn_q", n_head), ("k_proj", "attn_k", n_head_kv)):
             key = f"{p}self_attn.{proj}.weight"
             if arch == "llama":
@@ -332,9 +326,7 @@ def add_llama_like(w, st, cfg, arch):
                 if arch == "llama":
                     sys.exit(f"error: {p}self_attn.{proj}.bias: attention biases need qwen2")
                 add_plain(w, st, f"{b}{name}.bias", f"{p}self_attn.{proj}.bias")
-        for proj, name in (("gate_proj", "ffn_gate"), ("up_proj", "ffn_up"),
-                           ("down_proj", "ffn_down")):
-            add_plain(w, st, f"{b}{name}.weight", f"{p}mlp.{proj}.weight")
+        add_swiglu(w, st, p + "mlp.", b)
 
 
 ARCHS = {"deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2", "llama": "llama",
