@@ -76,7 +76,7 @@ TEST_P(SimdTest, MatMulMatchesScalarForEveryDtypeAndBatchSize) {
 // FP8 E4M3 weights are widened exactly: every byte value, times block scales from subnormal to
 // 2^100, read through a one-hot x gives bitwise F8E4M3ToF32(byte) * scale, in registers (one
 // token) and through converted rows (13 tokens); a NaN byte (0x7f, 0xff) makes its row's
-// products NaN.
+// products NaN, in the vectors or the tail.
 TEST_P(SimdTest, Fp8WeightsWidenBitwiseForEveryByteAndScale) {
   const int64_t rows = 4;
   const int64_t cols = 256;  // each row holds every byte but the two NaNs (rotated per row)
@@ -126,6 +126,39 @@ TEST_P(SimdTest, Fp8WeightsWidenBitwiseForEveryByteAndScale) {
       for (int64_t t = 0; t < n_tokens; ++t) {
         EXPECT_TRUE(std::isnan(y[static_cast<size_t>(t * rows)])) << int{nan} << " " << n_tokens;
         EXPECT_FALSE(std::isnan(y[static_cast<size_t>(t * rows + 1)]));
+      }
+    }
+  }
+  // A NaN in a row's vectors or in its tail past them (21 columns: 16 + 5), in tiles of several
+  // rows and of one: only those rows' outputs are NaN, whatever the x (zeros too).
+  const int64_t n_rows = 9;
+  const int64_t n_cols = 21;
+  std::vector<uint8_t> small(static_cast<size_t>(n_rows * n_cols), 0x38);  // 1.0
+  small[1 * n_cols + 18] = 0x7f;
+  small[2 * n_cols + 3] = 0xff;
+  small[8 * n_cols + 15] = 0x7f;
+  const float one = 1.0f;
+  const WeightMatrix ms{.dtype = DType::kF8E4M3,
+                        .rows = n_rows,
+                        .cols = n_cols,
+                        .data = small.data(),
+                        .block_scale = &one,
+                        .block_rows = 16,
+                        .block_cols = 32};
+  for (const int64_t n_tokens : {1, 13}) {
+    for (const float value : {0.0f, 0.5f}) {
+      const std::vector<float> x(static_cast<size_t>(n_tokens * n_cols), value);
+      std::vector<float> y(static_cast<size_t>(n_tokens * n_rows));
+      simd().matmul_rows(ms, 0, n_rows, x.data(), n_tokens, y.data(), n_rows);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        for (int64_t r = 0; r < n_rows; ++r) {
+          const float got = y[static_cast<size_t>(t * n_rows + r)];
+          if (r == 1 || r == 2 || r == 8) {
+            EXPECT_TRUE(std::isnan(got)) << "row " << r << " tokens " << n_tokens;
+          } else {
+            EXPECT_EQ(got, value * static_cast<float>(n_cols)) << "row " << r;
+          }
+        }
       }
     }
   }

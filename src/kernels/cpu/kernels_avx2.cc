@@ -291,6 +291,31 @@ struct V {
         _mm_cmpeq_epi16(_mm_and_si128(high, _mm_set1_epi16(0x7f00)), _mm_set1_epi16(0x7f00));
     return _mm256_cvtph_ps(_mm_or_si128(half, _mm_and_si128(nan, _mm_set1_epi16(0x7e00))));
   }
+  // LoadF8Div256 for bytes that are not NaN (0x7f, 0xff give a finite value here): the byte
+  // sign-extended and shifted left by 7 is s s eeee mmm 0000000, which the same clearing of bit
+  // 14 makes that float16.
+  static F LoadF8Div256NotNan(const uint8_t* p) {
+    const __m128i shifted =
+        _mm_slli_epi16(_mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))), 7);
+    return _mm256_cvtph_ps(_mm_and_si128(shifted, _mm_set1_epi16(static_cast<int16_t>(0xbfff))));
+  }
+  // Whether any of the n bytes at p (n a multiple of 8) is an FP8 E4M3 NaN (low 7 bits set).
+  static bool AnyF8Nan(const uint8_t* p, int64_t n) {
+    const __m256i low7 = _mm256_set1_epi8(0x7f);
+    __m256i most = _mm256_setzero_si256();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+      most = _mm256_max_epu8(
+          most,
+          _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)), low7));
+    }
+    for (; i < n; i += 8) {
+      const __m128i eight = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + i));
+      most =
+          _mm256_max_epu8(most, _mm256_zextsi128_si256(_mm_and_si128(eight, _mm_set1_epi8(0x7f))));
+    }
+    return _mm256_movemask_epi8(_mm256_cmpeq_epi8(most, low7)) != 0;
+  }
 };
 
 }  // namespace mlarun::avx2

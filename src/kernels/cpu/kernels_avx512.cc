@@ -252,6 +252,30 @@ struct V {
                                            _mm256_set1_epi16(0x7f00));
     return _mm512_cvtph_ps(_mm256_or_si256(half, _mm256_and_si256(nan, _mm256_set1_epi16(0x7e00))));
   }
+  // LoadF8Div256 for bytes that are not NaN (0x7f, 0xff give a finite value here): the byte
+  // sign-extended and shifted left by 7 is s s eeee mmm 0000000, which the same clearing of bit
+  // 14 makes that float16: 3 integer operations instead of 7 (a throwaway loop of TileF8's shape,
+  // one core, rows in L2: 15.5 -> 24 GB/s with AnyF8Nan's check of the same bytes).
+  static F LoadF8Div256NotNan(const uint8_t* p) {
+    const __m256i shifted = _mm256_slli_epi16(
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 7);
+    return _mm512_cvtph_ps(
+        _mm256_and_si256(shifted, _mm256_set1_epi16(static_cast<int16_t>(0xbfff))));
+  }
+  // Whether any of the n bytes at p (n a multiple of 16) is an FP8 E4M3 NaN (low 7 bits set).
+  static bool AnyF8Nan(const uint8_t* p, int64_t n) {
+    const __m512i low7 = _mm512_set1_epi8(0x7f);
+    __m512i most = _mm512_setzero_si512();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+      most = _mm512_max_epu8(most, _mm512_and_si512(_mm512_loadu_si512(p + i), low7));
+    }
+    if (i < n) {
+      const __mmask64 tail = (~uint64_t{0}) >> (64 - (n - i));
+      most = _mm512_max_epu8(most, _mm512_and_si512(_mm512_maskz_loadu_epi8(tail, p + i), low7));
+    }
+    return _mm512_cmpeq_epi8_mask(most, low7) != 0;
+  }
 };
 
 }  // namespace mlarun::avx512
