@@ -75,10 +75,24 @@ inline F LoadWTail(F8Cursor p, int n) {
   return V::Load(tmp);
 }
 
+// acc[r][t] += rows[r] . x[t] over the columns [c, cols), fewer than kW (a tile's tail).
+template <int MR, int NT, typename Row>
+__attribute__((always_inline)) inline void AddTail(const Row* rows, const float* x, int64_t ldx,
+                                                   int64_t c, int64_t cols, F (&acc)[MR][NT]) {
+  if (c >= cols) return;
+  const int tail = static_cast<int>(cols - c);
+  F xv[NT];
+  Unrolled<NT>([&](auto t) { xv[t] = V::LoadTail(x + t * ldx + c, tail); });
+  Unrolled<MR>([&](auto r) {
+    const F wv = LoadWTail(rows[r] + c, tail);
+    Unrolled<NT>([&](auto t) { acc[r][t] = V::Fma(wv, xv[t], acc[r][t]); });
+  });
+}
+
 // y[t * ldy + r] = rows[r] . x[t] for r < MR, t < NT; Row is a pointer to the row's weights
-// (float, bf16 as uint16_t, F16Weight) or an F8Row. kPairX (bf16 rows): x is in pair form
-// (Bf16PairForm) and each step of 2 kW columns widens a row with LoadBf16Pairs, one integer op per
-// kW values instead of two: the FMAs of lane l take columns 2l, then 2l + 1, as a float tile
+// (float, bf16 as uint16_t, F16Weight; FP8 rows go to TileF8). kPairX (bf16 rows): x is in pair
+// form (Bf16PairForm) and each step of 2 kW columns widens a row with LoadBf16Pairs, one integer op
+// per kW values instead of two: the FMAs of lane l take columns 2l, then 2l + 1, as a float tile
 // over rows converted in pair order (Bf16ToF32PairOrder) does with the same x.
 template <int MR, int NT, typename Row, bool kPairX = false>
 inline void Tile(const Row* rows, const float* x, int64_t ldx, int64_t cols, float* y,
@@ -120,15 +134,7 @@ inline void Tile(const Row* rows, const float* x, int64_t ldx, int64_t cols, flo
       Unrolled<NT>([&](auto t) { acc[r][t] = V::Fma(wv, xv[t], acc[r][t]); });
     });
   }
-  if (c < cols) {
-    const int tail = static_cast<int>(cols - c);
-    F xv[NT];
-    Unrolled<NT>([&](auto t) { xv[t] = V::LoadTail(x + t * ldx + c, tail); });
-    Unrolled<MR>([&](auto r) {
-      const F wv = LoadWTail(rows[r] + c, tail);
-      Unrolled<NT>([&](auto t) { acc[r][t] = V::Fma(wv, xv[t], acc[r][t]); });
-    });
-  }
+  AddTail<MR, NT>(rows, x, ldx, c, cols, acc);
   Unrolled<MR>(
       [&](auto r) { Unrolled<NT>([&](auto t) { y[t * ldy + r] = V::Reduce(acc[r][t]); }); });
 }
@@ -168,15 +174,7 @@ inline void TileF8(const F8Row* rows, const float* x, int64_t ldx, int64_t cols,
       });
     }
   }
-  if (vector_end < cols) {
-    const int tail = static_cast<int>(cols - vector_end);
-    F xv[NT];
-    Unrolled<NT>([&](auto t) { xv[t] = V::LoadTail(x + t * ldx + vector_end, tail); });
-    Unrolled<MR>([&](auto r) {
-      const F wv = LoadWTail(rows[r] + vector_end, tail);
-      Unrolled<NT>([&](auto t) { acc[r][t] = V::Fma(wv, xv[t], acc[r][t]); });
-    });
-  }
+  AddTail<MR, NT>(rows, x, ldx, vector_end, cols, acc);
   Unrolled<MR>([&](auto r) {
     const bool nan = V::AnyF8Nan(rows[r].values, vector_end);
     Unrolled<NT>([&](auto t) {
