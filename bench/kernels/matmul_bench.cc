@@ -169,6 +169,9 @@ BENCHMARK_CAPTURE(BM_MatMul, avx512_f16packed, Isa::kAvx512, DType::kF16, Layout
 // scaled in registers (up to 8 tokens), or per block of rows.
 BENCHMARK_CAPTURE(BM_MatMul, avx2_fp8, Isa::kAvx2, DType::kF8E4M3)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx512_fp8, Isa::kAvx512, DType::kF8E4M3)->Apply(Shapes);
+// `--isa fast`: widened exactly to bf16 in registers, against activations rounded to bf16 after
+// their block scale, by vdpbf16ps (KernelTable::matmul_rows_f8_bf16).
+BENCHMARK_CAPTURE(BM_MatMul, avx512bf16dot_fp8, Isa::kAvx512Bf16, DType::kF8E4M3)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, scalar_q8, Isa::kScalar, DType::kI8)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx2_q8, Isa::kAvx2, DType::kI8)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx512_q8, Isa::kAvx512, DType::kI8)->Apply(Shapes);

@@ -55,8 +55,9 @@ std::string ResolveModelDir(const std::string& model_dir);
 std::unique_ptr<Model> LoadModel(const ModelArgs& args, ThreadPool& pool,
                                  const KernelTable* kernels = nullptr);
 // The kernel set chosen by --isa, else $MLARUN_ISA, else `fallback` ("auto": exact f32
-// activations; "fast": FastestKernelTable, bf16 activations for bf16 weights where the CPU's
-// AVX512-BF16 dot products outpace f32 FMAs); throws Error if the CPU lacks the requested set.
+// activations; "fast": FastestKernelTable, bf16 activations for bf16 and FP8 weights where the
+// CPU's AVX512-BF16 dot products outpace f32 FMAs); throws Error if the CPU lacks the requested
+// set.
 const KernelTable& SelectKernels(const ModelArgs& args, const std::string& fallback = "fast");
 // Builds a KV cache for `model` from the options; throws Error naming the bad option.
 std::unique_ptr<KvCache> MakeKvCache(const Model& model, const KvArgs& args);

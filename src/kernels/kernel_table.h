@@ -82,6 +82,12 @@ struct KernelTable {
   // activations already rounded to bf16, x_bf16 [n_tokens, w.cols].
   void (*matmul_rows_bf16)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
                            const uint16_t* x_bf16, int64_t n_tokens, float* y, int64_t ldy);
+  // Optional (null: matmul_rows): matmul_rows for kF8E4M3 weights with each token's x rounded to
+  // bf16 after its block scale, bf16(256 scale * x), against the weights / 256 widened exactly to
+  // bf16, by bf16 dot products (cpu/f8_matmul_avx512bf16.cc). Batch invariant like matmul_rows;
+  // only the activations' rounding differs from it. `--isa fast`.
+  void (*matmul_rows_f8_bf16)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
+                              const float* x, int64_t n_tokens, float* y, int64_t ldy);
   // Optional (AMX only): y = W x for kPacked16 weights and the n_tokens tokens' x rounded to bf16
   // in activation tiles (packed_bf16.h), by tile dot products (tdpbf16ps; float32 sums in the
   // hardware's order). Batch invariant among batches it takes, which MatMulBatch gives it from

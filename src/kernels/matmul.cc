@@ -268,7 +268,11 @@ void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs) {
         exec.k.matmul_rows_bf16_tiles(*job.w, begin, end, in.tiles.data(), job.n_tokens, y, n_rows);
         break;
       case InputForm::kF32:
-        exec.k.matmul_rows(*job.w, begin, end, job.x, job.n_tokens, y, n_rows);
+        if (job.w->dtype == DType::kF8E4M3 && exec.k.matmul_rows_f8_bf16 != nullptr) {
+          exec.k.matmul_rows_f8_bf16(*job.w, begin, end, job.x, job.n_tokens, y, n_rows);
+        } else {
+          exec.k.matmul_rows(*job.w, begin, end, job.x, job.n_tokens, y, n_rows);
+        }
         break;
       case InputForm::kF32Pairs:
         exec.k.matmul_rows_pair_x(*job.w, begin, end, in.pairs.data(), job.n_tokens, y, n_rows);

@@ -625,6 +625,8 @@ void MatMulRowsPackedBf16(const WeightMatrix& w, int64_t row_begin, int64_t row_
 
 // attention_i8_avx512bf16.cc: attention over int8 cache rows.
 void InstallI8Attention(KernelTable* t);
+// f8_matmul_avx512bf16.cc: FP8 weights against bf16 activations.
+void InstallF8MatMul(KernelTable* t);
 
 }  // namespace mlarun::avx512bf16
 
@@ -642,6 +644,7 @@ const KernelTable& Avx512Bf16KernelTable() {
     t.gemm_bf16_pairs = avx512bf16::GemmBf16Pairs;
     t.packed_bf16_fastest = true;
     avx512bf16::InstallI8Attention(&t);
+    avx512bf16::InstallF8MatMul(&t);
     return t;
   }();
   return table;
