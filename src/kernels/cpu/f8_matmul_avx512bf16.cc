@@ -174,10 +174,10 @@ constexpr int kTileRows = NT <= 2 ? 4 : 2;
 template <int NT, bool kFirst>
 void RowTiles(const uint8_t* rows, int64_t n, int64_t cols, const ScaledTile& xs,
               const WidenConstants& k, float* y, int64_t ldy, uint32_t* nan) {
-  constexpr int MR = kTileRows<NT>;
+  constexpr int kRows = kTileRows<NT>;
   int64_t r = 0;
-  for (; r + MR <= n; r += MR)
-    Tile<MR, NT, kFirst>(rows + r * cols, cols, xs, k, y + r, ldy, nan + r);
+  for (; r + kRows <= n; r += kRows)
+    Tile<kRows, NT, kFirst>(rows + r * cols, cols, xs, k, y + r, ldy, nan + r);
   for (; r < n; ++r) Tile<1, NT, kFirst>(rows + r * cols, cols, xs, k, y + r, ldy, nan + r);
 }
 
@@ -188,12 +188,9 @@ void MatMulRowsF8Bf16(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
   const int64_t cols = w.cols;
   const int64_t col_blocks = (cols + w.block_cols - 1) / w.block_cols;
   const auto* values = static_cast<const uint8_t*>(w.data);
-  // Token rows of the tile 64 bytes more than a multiple of 64 apart, so that the tile's rows do
-  // not all fall into the same L1 sets.
-  const int64_t ldxs = (cols + 31) / 32 * 32 + 32;
-  thread_local std::vector<uint32_t> scaled;  // [kTileTokens, ldxs] bf16, as words for the type
-  ResizeScratch(&scaled, static_cast<size_t>(kTileTokens * ldxs / 2));
-  const ScaledTile xs{.values = reinterpret_cast<uint16_t*>(scaled.data()), .ld = ldxs};
+  thread_local std::vector<uint32_t> scaled;  // [kTileTokens, cols] bf16, as words for the type
+  ResizeScratch(&scaled, static_cast<size_t>(kTileTokens * (cols + 1) / 2));
+  const ScaledTile xs{.values = reinterpret_cast<uint16_t*>(scaled.data()), .ld = cols};
   thread_local std::vector<uint32_t> nan;  // per row of the row block
   ResizeScratch(&nan, static_cast<size_t>(std::min<int64_t>(w.block_rows, row_end - row_begin)));
   const WidenConstants k;
@@ -204,12 +201,12 @@ void MatMulRowsF8Bf16(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
     const uint8_t* rows = values + r0 * cols;
     float* out = y + (r0 - row_begin);
     ForEachTokenTile<kTileTokens>(n_tokens, [&](auto nt, int64_t t) {
-      constexpr int NT = decltype(nt)::value;
-      ScaledActivations(x + t * cols, NT, cols, scales, w.block_cols, xs);
+      constexpr int kTokens = decltype(nt)::value;
+      ScaledActivations(x + t * cols, kTokens, cols, scales, w.block_cols, xs);
       if (t == 0) {  // the first token tile reads the rows from memory, the later ones from L2
-        RowTiles<NT, true>(rows, r1 - r0, cols, xs, k, out + t * ldy, ldy, nan.data());
+        RowTiles<kTokens, true>(rows, r1 - r0, cols, xs, k, out + t * ldy, ldy, nan.data());
       } else {
-        RowTiles<NT, false>(rows, r1 - r0, cols, xs, k, out + t * ldy, ldy, nan.data());
+        RowTiles<kTokens, false>(rows, r1 - r0, cols, xs, k, out + t * ldy, ldy, nan.data());
       }
     });
     for (int64_t r = r0; r < r1; ++r) {  // a NaN weight makes its row's products NaN
