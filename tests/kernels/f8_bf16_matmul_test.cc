@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/fp8_test_util.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
 #include "kernels/simd_test_util.h"
@@ -30,81 +31,28 @@ float ScaledBf16(float scale, float x) { return BF16ToF32(F32ToBF16(scale * 256.
 // signs and several sizes per column block; in tiles of 1 and of 8 + 5 tokens, rows of 4 and 1.
 TEST_P(F8Bf16MatMulTest, WidensEveryByteExactly) {
   const int64_t rows = 5;
-  const int64_t cols = 256;  // each row holds every byte but the two NaNs (rotated per row)
-  std::vector<uint8_t> w(static_cast<size_t>(rows * cols));
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) {
-      const auto byte = static_cast<uint8_t>(c + 37 * r);
-      w[static_cast<size_t>(r * cols + c)] = (byte & 0x7f) == 0x7f ? byte - 1 : byte;
-    }
-  }
+  const std::vector<uint8_t> w = EveryFp8ByteRows(rows);
   // Blocks of 2 rows x 64 columns: [3, 4] scales.
   const std::vector<float> scales = {1.0f / 256, 0.0123f, -3.5f, 1e-3f, 0x1p20f, 2.0e-3f,
                                      7.0f,       -0.75f,  1.0f,  5.0f,  -2.0f,   0.5f};
-  const WeightMatrix m{.dtype = DType::kF8E4M3,
-                       .rows = rows,
-                       .cols = cols,
-                       .data = w.data(),
-                       .block_scale = scales.data(),
-                       .block_rows = 2,
-                       .block_cols = 64};
+  const WeightMatrix m = Fp8Matrix(w, rows, 256, scales, 2, 64);
   for (const int64_t n_tokens : {1, 13}) {
-    std::vector<float> x(static_cast<size_t>(n_tokens * cols));
-    std::vector<float> y(static_cast<size_t>(n_tokens * rows));
-    for (int64_t c0 = 0; c0 < cols; c0 += n_tokens) {
-      std::fill(x.begin(), x.end(), 0.0f);
-      for (int64_t t = 0; t < n_tokens && c0 + t < cols; ++t)
-        x[static_cast<size_t>(t * cols + c0 + t)] = 1.0f;
-      simd().matmul_rows_f8_bf16(m, 0, rows, x.data(), n_tokens, y.data(), rows);
-      for (int64_t t = 0; t < n_tokens && c0 + t < cols; ++t) {
-        const int64_t c = c0 + t;
-        for (int64_t r = 0; r < rows; ++r) {
-          const uint8_t byte = w[static_cast<size_t>(r * cols + c)];
-          const float scale = scales[static_cast<size_t>(r / 2 * 4 + c / 64)];
-          // Other columns add +-0 products: an exact -0 weight may come out +0, hence ==.
-          EXPECT_EQ(y[static_cast<size_t>(t * rows + r)],
-                    F8E4M3ToF32(byte) / 256.0f * ScaledBf16(scale, 1.0f))
-              << "byte " << int{byte} << " row " << r << " tokens " << n_tokens;
-        }
-      }
-    }
+    ForEachOneHotColumn(simd().matmul_rows_f8_bf16, m, n_tokens,
+                        [&](float got, int64_t r, int64_t c) {
+                          const uint8_t byte = w[static_cast<size_t>(r * m.cols + c)];
+                          const float scale = scales[static_cast<size_t>(r / 2 * 4 + c / 64)];
+                          // Other columns add +-0 products: -0 may come out +0, hence ==.
+                          EXPECT_EQ(got, F8E4M3ToF32(byte) / 256.0f * ScaledBf16(scale, 1.0f))
+                              << "byte " << int{byte} << " row " << r << " tokens " << n_tokens;
+                        });
   }
 }
 
-// A NaN byte (0x7f, 0xff) in a row's 32-column steps or in its tail makes that row's products NaN
-// for every token, whatever the x (zeros too); the other rows are untouched.
+// A NaN byte (0x7f, 0xff) in a row's 32-column steps or in its tail (45 columns: 32 + 13) makes
+// that row's products NaN for every token, whatever the x (zeros too); the other rows are
+// untouched.
 TEST_P(F8Bf16MatMulTest, NanWeightMakesItsRowNan) {
-  const int64_t rows = 9;
-  const int64_t cols = 45;                                         // 32 + a 13-column tail
-  std::vector<uint8_t> w(static_cast<size_t>(rows * cols), 0x38);  // 1.0
-  w[1 * cols + 40] = 0x7f;
-  w[2 * cols + 3] = 0xff;
-  w[8 * cols + 31] = 0x7f;
-  const float one = 1.0f;
-  const WeightMatrix m{.dtype = DType::kF8E4M3,
-                       .rows = rows,
-                       .cols = cols,
-                       .data = w.data(),
-                       .block_scale = &one,
-                       .block_rows = 16,
-                       .block_cols = 64};
-  for (const int64_t n_tokens : {1, 2, 13}) {
-    for (const float value : {0.0f, 0.5f}) {
-      const std::vector<float> x(static_cast<size_t>(n_tokens * cols), value);
-      std::vector<float> y(static_cast<size_t>(n_tokens * rows));
-      simd().matmul_rows_f8_bf16(m, 0, rows, x.data(), n_tokens, y.data(), rows);
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        for (int64_t r = 0; r < rows; ++r) {
-          const float got = y[static_cast<size_t>(t * rows + r)];
-          if (r == 1 || r == 2 || r == 8) {
-            EXPECT_TRUE(std::isnan(got)) << "row " << r << " tokens " << n_tokens;
-          } else {
-            EXPECT_EQ(got, value * static_cast<float>(cols)) << "row " << r;
-          }
-        }
-      }
-    }
-  }
+  ExpectNanBytesMakeOnlyTheirRowsNan(simd().matmul_rows_f8_bf16, 45, {40, 3, 31});
 }
 
 // Random weights and per-block scales (row blocks of 16 and 32 across 37 rows, so row ranges and
@@ -126,13 +74,7 @@ TEST_P(F8Bf16MatMulTest, MatchesDoubleReferenceAndIsBatchInvariant) {
       const std::vector<float> noise = Random(static_cast<size_t>(row_blocks * col_blocks), 32);
       std::vector<float> scales(noise.size());
       for (size_t i = 0; i < scales.size(); ++i) scales[i] = 0.004f * (1.0f + 0.9f * noise[i]);
-      const WeightMatrix m{.dtype = DType::kF8E4M3,
-                           .rows = rows,
-                           .cols = cols,
-                           .data = w.data(),
-                           .block_scale = scales.data(),
-                           .block_rows = block_rows,
-                           .block_cols = block_cols};
+      const WeightMatrix m = Fp8Matrix(w, rows, cols, scales, block_rows, block_cols);
       const std::vector<float> x = Random(static_cast<size_t>(n_tokens * cols), 33, 2.0f);
       std::vector<float> got(static_cast<size_t>(n_tokens * rows));
       std::vector<float> exact(got.size());
@@ -171,7 +113,7 @@ TEST_P(F8Bf16MatMulTest, MatchesDoubleReferenceAndIsBatchInvariant) {
   }
 }
 
-// MatMulBatch sends FP8 weights to the kernel where the table has it (and only FP8 weights).
+// MatMulBatch sends FP8 weights to the kernel where the table has it.
 TEST_P(F8Bf16MatMulTest, MatMulBatchUsesItForFp8Weights) {
   const int64_t rows = 70;
   const int64_t cols = 300;
@@ -179,13 +121,7 @@ TEST_P(F8Bf16MatMulTest, MatMulBatchUsesItForFp8Weights) {
   std::vector<uint8_t> w(wf.size());
   for (size_t i = 0; i < w.size(); ++i) w[i] = F32ToF8E4M3(wf[i] * 100.0f);
   const std::vector<float> scales(static_cast<size_t>(1 * 3), 0.01f);
-  const WeightMatrix m{.dtype = DType::kF8E4M3,
-                       .rows = rows,
-                       .cols = cols,
-                       .data = w.data(),
-                       .block_scale = scales.data(),
-                       .block_rows = 128,
-                       .block_cols = 128};
+  const WeightMatrix m = Fp8Matrix(w, rows, cols, scales, 128, 128);
   const std::vector<float> x = Random(static_cast<size_t>(3 * cols), 42);
   std::vector<float> direct(static_cast<size_t>(3 * rows));
   std::vector<float> batched(direct.size());

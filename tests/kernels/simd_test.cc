@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/fp8_test_util.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
 #include "kernels/packed_bf16.h"
@@ -79,48 +80,24 @@ TEST_P(SimdTest, MatMulMatchesScalarForEveryDtypeAndBatchSize) {
 // products NaN, in the vectors or the tail.
 TEST_P(SimdTest, Fp8WeightsWidenBitwiseForEveryByteAndScale) {
   const int64_t rows = 4;
-  const int64_t cols = 256;  // each row holds every byte but the two NaNs (rotated per row)
-  std::vector<uint8_t> w(static_cast<size_t>(rows * cols));
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) {
-      const auto byte = static_cast<uint8_t>(c + 37 * r);
-      w[static_cast<size_t>(r * cols + c)] = (byte & 0x7f) == 0x7f ? byte - 1 : byte;
-    }
-  }
+  std::vector<uint8_t> w = EveryFp8ByteRows(rows);
   // Blocks of 2 rows x 64 columns: [2, 4] scales.
   const std::vector<float> scales = {1.0f,     0.0123f, -3.5f, 1e-40f,
                                      0x1p100f, 2.0e-3f, 7.0f,  0x1p-120f};
-  const WeightMatrix m{.dtype = DType::kF8E4M3,
-                       .rows = rows,
-                       .cols = cols,
-                       .data = w.data(),
-                       .block_scale = scales.data(),
-                       .block_rows = 2,
-                       .block_cols = 64};
+  const WeightMatrix m = Fp8Matrix(w, rows, 256, scales, 2, 64);
   for (const int64_t n_tokens : {1, 13}) {
-    std::vector<float> x(static_cast<size_t>(n_tokens * cols));
-    std::vector<float> y(static_cast<size_t>(n_tokens * rows));
-    for (int64_t c0 = 0; c0 < cols; c0 += n_tokens) {
-      std::fill(x.begin(), x.end(), 0.0f);
-      for (int64_t t = 0; t < n_tokens && c0 + t < cols; ++t)
-        x[static_cast<size_t>(t * cols + c0 + t)] = 1.0f;
-      simd().matmul_rows(m, 0, rows, x.data(), n_tokens, y.data(), rows);
-      for (int64_t t = 0; t < n_tokens && c0 + t < cols; ++t) {
-        const int64_t c = c0 + t;
-        for (int64_t r = 0; r < rows; ++r) {
-          const uint8_t byte = w[static_cast<size_t>(r * cols + c)];
-          const float scale = scales[static_cast<size_t>(r / 2 * 4 + c / 64)];
-          // Other columns add +-0 products: an exact -0 weight may come out +0, hence ==.
-          EXPECT_EQ(y[static_cast<size_t>(t * rows + r)], F8E4M3ToF32(byte) * scale)
-              << "byte " << int{byte} << " row " << r << " tokens " << n_tokens;
-        }
-      }
-    }
+    ForEachOneHotColumn(simd().matmul_rows, m, n_tokens, [&](float got, int64_t r, int64_t c) {
+      const uint8_t byte = w[static_cast<size_t>(r * m.cols + c)];
+      const float scale = scales[static_cast<size_t>(r / 2 * 4 + c / 64)];
+      // Other columns add +-0 products: an exact -0 weight may come out +0, hence ==.
+      EXPECT_EQ(got, F8E4M3ToF32(byte) * scale)
+          << "byte " << int{byte} << " row " << r << " tokens " << n_tokens;
+    });
   }
   for (const uint8_t nan : {uint8_t{0x7f}, uint8_t{0xff}}) {
     w[5] = nan;  // row 0
     for (const int64_t n_tokens : {1, 13}) {
-      const std::vector<float> x(static_cast<size_t>(n_tokens * cols), 0.5f);
+      const std::vector<float> x(static_cast<size_t>(n_tokens * m.cols), 0.5f);
       std::vector<float> y(static_cast<size_t>(n_tokens * rows));
       simd().matmul_rows(m, 0, rows, x.data(), n_tokens, y.data(), rows);
       for (int64_t t = 0; t < n_tokens; ++t) {
@@ -129,39 +106,8 @@ TEST_P(SimdTest, Fp8WeightsWidenBitwiseForEveryByteAndScale) {
       }
     }
   }
-  // A NaN in a row's vectors or in its tail past them (21 columns: 16 + 5), in tiles of several
-  // rows and of one: only those rows' outputs are NaN, whatever the x (zeros too).
-  const int64_t n_rows = 9;
-  const int64_t n_cols = 21;
-  std::vector<uint8_t> small(static_cast<size_t>(n_rows * n_cols), 0x38);  // 1.0
-  small[1 * n_cols + 18] = 0x7f;
-  small[2 * n_cols + 3] = 0xff;
-  small[8 * n_cols + 15] = 0x7f;
-  const float one = 1.0f;
-  const WeightMatrix ms{.dtype = DType::kF8E4M3,
-                        .rows = n_rows,
-                        .cols = n_cols,
-                        .data = small.data(),
-                        .block_scale = &one,
-                        .block_rows = 16,
-                        .block_cols = 32};
-  for (const int64_t n_tokens : {1, 13}) {
-    for (const float value : {0.0f, 0.5f}) {
-      const std::vector<float> x(static_cast<size_t>(n_tokens * n_cols), value);
-      std::vector<float> y(static_cast<size_t>(n_tokens * n_rows));
-      simd().matmul_rows(ms, 0, n_rows, x.data(), n_tokens, y.data(), n_rows);
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        for (int64_t r = 0; r < n_rows; ++r) {
-          const float got = y[static_cast<size_t>(t * n_rows + r)];
-          if (r == 1 || r == 2 || r == 8) {
-            EXPECT_TRUE(std::isnan(got)) << "row " << r << " tokens " << n_tokens;
-          } else {
-            EXPECT_EQ(got, value * static_cast<float>(n_cols)) << "row " << r;
-          }
-        }
-      }
-    }
-  }
+  // 21 columns: 16 + a 5-column tail.
+  ExpectNanBytesMakeOnlyTheirRowsNan(simd().matmul_rows, 21, {18, 3, 15});
 }
 
 // decode_row gives WeightMatrix::DecodeRow bitwise (NaN as NaN): every bf16 and every f16 bit
