@@ -36,10 +36,9 @@ void AddModelOptions(CLI::App& app, ModelArgs& args) {
       "--isa", args.isa,
       "Kernels: auto (best exact f32), fast (bf16 activations for bf16 and FP8 weights where "
       "vdpbf16ps outpaces f32 FMAs, else auto with int8-query attention over int8 caches; plus "
-      "AMX tiles "
-      "for packed bf16 weights in batches of 16+ tokens where the CPU has AMX, and AMX-INT8 "
-      "tiles for int8 weights where they measure faster at start-up), scalar, avx2, avx512, "
-      "avx512-bf16, amx (default: $MLARUN_ISA, else per command)");
+      "AMX tiles for packed bf16 weights in batches of 16+ tokens where the CPU has AMX, and "
+      "AMX-INT8 tiles for int8 weights where they measure faster at start-up), scalar, avx2, "
+      "avx512, avx512-bf16, amx (default: $MLARUN_ISA, else per command)");
 }
 
 void AddKvOptions(CLI::App& app, KvArgs& args, const std::string& default_dtype) {
