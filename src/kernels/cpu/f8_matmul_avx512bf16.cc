@@ -128,8 +128,9 @@ void ScaledActivations(const float* x, int64_t n_tokens, int64_t cols, const flo
 // 128 rows in L2 reach ~280), and nan[i] = whether row i holds a NaN byte, checked after the
 // products from L1 (a pass over each row block afterwards, from L2, took ~20% of a single
 // token's time). Later token tiles, whose rows come from L2, prefetch 128 bytes ahead in them:
-// next to 8 activation streams the L1 prefetchers left them waiting (BM_MatMul 48 and 512 tokens,
-// 2 threads: 404-425 -> 463-524 GFLOP/s; prefetching the next row tile instead gained less).
+// next to 8 activation streams the L1 prefetchers left them waiting (BM_MatMul 48 / 512 tokens,
+// 2 threads: 404-425 / 395-405 -> 463-524 / 452-532 GFLOP/s; prefetching the next row tile
+// instead gained less).
 template <int MR, int NT, bool kFirst>
 inline void Tile(const uint8_t* rows, int64_t cols, const ScaledTile& xs, const WidenConstants& k,
                  float* y, int64_t ldy, uint32_t* nan) {
@@ -165,7 +166,9 @@ inline void Tile(const uint8_t* rows, int64_t cols, const ScaledTile& xs, const 
 }
 
 // Tokens per tile, and rows per tile for NT tokens: 4 row streams for up to 2 tokens, else 2 rows
-// against 8 tokens (16 accumulators, 8 activation vectors and the constants in 32 registers).
+// against 8 tokens (16 accumulators and the constants in registers; GCC loads the activation
+// vectors again for the second row, from L1). In a register and L2 loop 2 x 8 ran at 290-300
+// GFLOP/s per core, 4 x 6 at 283-291, 3 x 6 at 272-280, 4 x 4 at 245-253.
 constexpr int kTileTokens = 8;
 template <int NT>
 constexpr int kTileRows = NT <= 2 ? 4 : 2;
