@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/scratch_vector.h"
+#include "kernels/cpu/f8_nan_avx512.h"
 #include "kernels/cpu/token_tiles.h"
 #include "kernels/cpu/unrolled.h"
 #include "kernels/kernel_table.h"
@@ -57,31 +58,17 @@ struct WidenConstants {
 };
 
 // 32 FP8 E4M3 bytes as bf16 of value / 256, exactly (NaN bytes, 0x7f and 0xff, give 480 / 256;
-// rows holding one are found by AnyNan). The byte sign-extended to 16 bits and shifted left by 4
-// is s ssss eeee mmm 0000; keeping bits 15 and 10-4 and ORing 0x3800 into the exponent
-// (e + 112 < 128: no carry) is the bf16 2^(e - 15) * 1.mmm = value / 256 for e > 0. For e = 0
-// (zero and the subnormals m * 2^-9) the word is s | 0x3800 | m << 4, which the table's word m
-// (the index: the byte's low 5 bits, 00mmm there) corrects by one xor.
+// rows holding one are found by avx512::AnyF8Nan). The byte sign-extended to 16 bits and shifted
+// left by 4 is s ssss eeee mmm 0000; keeping bits 15 and 10-4 and ORing 0x3800 into the exponent (e
+// + 112 < 128: no carry) is the bf16 2^(e - 15) * 1.mmm = value / 256 for e > 0. For e = 0 (zero
+// and the subnormals m * 2^-9) the word is s | 0x3800 | m << 4, which the table's word m (the
+// index: the byte's low 5 bits, 00mmm there) corrects by one xor.
 inline __m512bh Widen(__m256i bytes, const WidenConstants& k) {
   const __m512i s = _mm512_cvtepi8_epi16(bytes);
   const __m512i normal = _mm512_ternarylogic_epi32(_mm512_slli_epi16(s, 4), k.keep, k.bias, 0xea);
   const __mmask32 subnormal = _mm512_testn_epi16_mask(s, k.exponent);
   return (__m512bh)_mm512_xor_si512(normal,
                                     _mm512_maskz_permutexvar_epi16(subnormal, s, k.subnormal_fix));
-}
-
-// Whether any of the n bytes at p is an E4M3 NaN (low 7 bits set).
-bool AnyNan(const uint8_t* p, int64_t n) {
-  const __m512i low7 = _mm512_set1_epi8(0x7f);
-  __m512i most = _mm512_setzero_si512();
-  int64_t i = 0;
-  for (; i + 64 <= n; i += 64)
-    most = _mm512_max_epu8(most, _mm512_and_si512(_mm512_loadu_si512(p + i), low7));
-  if (i < n) {
-    const __mmask64 tail = (~uint64_t{0}) >> (64 - (n - i));
-    most = _mm512_max_epu8(most, _mm512_and_si512(_mm512_maskz_loadu_epi8(tail, p + i), low7));
-  }
-  return _mm512_cmpeq_epi8_mask(most, low7) != 0;
 }
 
 // A tile of activations after a row block's scales, bf16: token t's at values + t * ld.
@@ -161,7 +148,7 @@ inline void Tile(const uint8_t* rows, int64_t cols, const ScaledTile& xs, const 
   }
   Unrolled<MR>([&](auto r) {
     Unrolled<NT>([&](auto t) { y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]); });
-    if constexpr (kFirst) nan[r] = AnyNan(rows + r * cols, cols) ? 1 : 0;
+    if constexpr (kFirst) nan[r] = avx512::AnyF8Nan(rows + r * cols, cols) ? 1 : 0;
   });
 }
 

@@ -7,11 +7,26 @@
 #include <cstring>
 
 #include "core/dtype.h"
+#include "kernels/cpu/f8_nan_avx512.h"
 #include "kernels/isa.h"
 #include "kernels/packed_bf16.h"
 #include "kernels/quant.h"
 
 namespace mlarun::avx512 {
+
+bool AnyF8Nan(const uint8_t* p, int64_t n) {
+  const __m512i low7 = _mm512_set1_epi8(0x7f);
+  __m512i most = _mm512_setzero_si512();
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    most = _mm512_max_epu8(most, _mm512_and_si512(_mm512_loadu_si512(p + i), low7));
+  }
+  if (i < n) {
+    const __mmask64 tail = (~uint64_t{0}) >> (64 - (n - i));
+    most = _mm512_max_epu8(most, _mm512_and_si512(_mm512_maskz_loadu_epi8(tail, p + i), low7));
+  }
+  return _mm512_cmpeq_epi8_mask(most, low7) != 0;
+}
 
 struct V {
   using F = __m512;
@@ -266,20 +281,8 @@ struct V {
     return _mm512_cvtph_ps(
         _mm256_and_si256(shifted, _mm256_set1_epi16(static_cast<int16_t>(0xbfff))));
   }
-  // Whether any of the n bytes at p (n a multiple of 16) is an FP8 E4M3 NaN (low 7 bits set).
-  static bool AnyF8Nan(const uint8_t* p, int64_t n) {
-    const __m512i low7 = _mm512_set1_epi8(0x7f);
-    __m512i most = _mm512_setzero_si512();
-    int64_t i = 0;
-    for (; i + 64 <= n; i += 64) {
-      most = _mm512_max_epu8(most, _mm512_and_si512(_mm512_loadu_si512(p + i), low7));
-    }
-    if (i < n) {
-      const __mmask64 tail = (~uint64_t{0}) >> (64 - (n - i));
-      most = _mm512_max_epu8(most, _mm512_and_si512(_mm512_maskz_loadu_epi8(tail, p + i), low7));
-    }
-    return _mm512_cmpeq_epi8_mask(most, low7) != 0;
-  }
+  // Whether any of the n bytes at p is an FP8 E4M3 NaN (f8_nan_avx512.h).
+  static bool AnyF8Nan(const uint8_t* p, int64_t n) { return avx512::AnyF8Nan(p, n); }
 };
 
 }  // namespace mlarun::avx512

@@ -259,9 +259,10 @@ void FloatRowsInColumnBlocks(const float* const* rows, int64_t n_rows, const flo
         FloatTileColumns<kRows, kTileTokens>(rows + r, xt, cols, c0, c1, cols,
                                              saved + r * kTileTokens, yt + r, ldy);
       }
-      for (; r < n_rows; ++r)
+      for (; r < n_rows; ++r) {
         FloatTileColumns<1, kTileTokens>(rows + r, xt, cols, c0, c1, cols, saved + r * kTileTokens,
                                          yt + r, ldy);
+      }
       c0 = c1;
     } while (c0 < vector_end);
   });
