@@ -103,7 +103,8 @@ void BM_MatMul(benchmark::State& state, Isa isa, DType dtype, Layout16 layout = 
   ThreadPool pool(static_cast<int>(state.range(2)));
   Exec exec{pool, table};
   WeightMatrix w = GetMatrix(dtype, rows);
-  // Packed bf16 or f16: the same random words read as 16-row groups (rows are multiples of 16).
+  // Packed bf16, f16 or FP8: the same random values read as 16-row groups (rows are multiples of
+  // 16; random FP8 bytes of magnitude <= 448 hold no NaN, which packed FP8 may not).
   w.layout16 = layout;
   std::vector<float> x(static_cast<size_t>(n_tokens * cols), 0.5f);
   std::vector<float> y(static_cast<size_t>(n_tokens * rows));
@@ -172,6 +173,11 @@ BENCHMARK_CAPTURE(BM_MatMul, avx512_fp8, Isa::kAvx512, DType::kF8E4M3)->Apply(Sh
 // `--isa fast`: widened exactly to bf16 in registers, against activations rounded to bf16 after
 // their block scale, by vdpbf16ps (KernelTable::matmul_rows_f8_bf16).
 BENCHMARK_CAPTURE(BM_MatMul, avx512bf16dot_fp8, Isa::kAvx512Bf16, DType::kF8E4M3)->Apply(Shapes);
+// The same on FP8 packed at load (16-row groups of column pairs, as `--load copy` packs them for
+// this table): 4 groups' pairs widened to the bf16 pair GEMM's column vectors.
+BENCHMARK_CAPTURE(BM_MatMul, avx512bf16dot_fp8packed, Isa::kAvx512Bf16, DType::kF8E4M3,
+                  Layout16::kPacked16)
+    ->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, scalar_q8, Isa::kScalar, DType::kI8)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx2_q8, Isa::kAvx2, DType::kI8)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MatMul, avx512_q8, Isa::kAvx512, DType::kI8)->Apply(Shapes);

@@ -71,10 +71,14 @@ void WeightMatrix::DecodeRow(int64_t r, float* out) const {
       return;
     }
     case DType::kF8E4M3: {
-      const uint8_t* src = static_cast<const uint8_t*>(data) + r * n;
+      const auto* bytes = static_cast<const uint8_t*>(data);
       const int64_t n_col_blocks = (n + block_cols - 1) / block_cols;
       const float* scales = block_scale + (r / block_rows) * n_col_blocks;
-      for (int64_t c = 0; c < n; ++c) out[c] = F8E4M3ToF32(src[c]) * scales[c / block_cols];
+      const bool packed = layout16 == Layout16::kPacked16;
+      for (int64_t c = 0; c < n; ++c) {
+        const uint8_t byte = packed ? bytes[PackedF8Index(n, r, c)] : bytes[r * n + c];
+        out[c] = F8E4M3ToF32(byte) * scales[c / block_cols];
+      }
       return;
     }
     case DType::kI8: {

@@ -17,12 +17,14 @@ enum class Q8Layout {
   kPacked16,
 };
 
-// How 16-bit float values (kBF16, kF16) are laid out.
+// How 16-bit float values (kBF16, kF16) and FP8 bytes (kF8E4M3) are laid out.
 enum class Layout16 {
   kRowMajor,  // as in files: [rows, cols]
-  // packed_bf16.h: groups of 16 rows, by pairs of columns (cols even); kBF16 interleaves each
-  // pair's two values per row, kF16 stores the pair's two columns one after the other. Read by
-  // the SIMD tables' outer-product kernels; the scalar table decodes it row by row.
+  // packed_bf16.h: groups of 16 rows, by pairs of columns (cols even); kBF16 and kF8E4M3
+  // interleave each pair's two values per row, kF16 stores the pair's two columns one after the
+  // other. Read by the SIMD tables' outer-product kernels (FP8: the AVX512-BF16 kernel only);
+  // other kernels decode it row by row. Packed FP8 holds no NaN byte: the loads that pack it
+  // refuse them, so its kernel does not look for them.
   kPacked16,
 };
 
@@ -41,7 +43,7 @@ struct WeightMatrix {
   const uint16_t* q8_scales = nullptr;
   // kI8: the layout of data and q8_scales; the matmul kernels need kPacked16.
   Q8Layout q8_layout = Q8Layout::kRowMajor;
-  // kBF16, kF16: the layout of data.
+  // kBF16, kF16, kF8E4M3: the layout of data.
   Layout16 layout16 = Layout16::kRowMajor;
   // kF32 only: elements between row starts (0: cols), for views into wider rows.
   int64_t row_stride = 0;

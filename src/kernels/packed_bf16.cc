@@ -75,6 +75,25 @@ uint16_t PackF16ColsFrom(const uint16_t* src, int64_t cols, int64_t row_begin, i
   return largest;
 }
 
+bool PackF8Rows(const uint8_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
+                uint8_t* dst) {
+  uint8_t nan = 0;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const uint8_t* row = src + r * cols;
+    uint8_t* out = dst + PackedF8Index(cols, r, 0);
+    for (int64_t kk = 0; kk < cols / 2; ++kk) {
+      const uint8_t even = row[2 * kk];
+      const uint8_t odd = row[2 * kk + 1];
+      out[kk * 2 * kBf16GroupRows] = even;
+      out[kk * 2 * kBf16GroupRows + 1] = odd;
+      // 0x7f after clearing the sign: the NaN bytes (the bits of 0x7f are set only there)
+      nan |=
+          static_cast<uint8_t>((even & 0x7f) == 0x7f) | static_cast<uint8_t>((odd & 0x7f) == 0x7f);
+    }
+  }
+  return nan != 0;
+}
+
 void UnpackBf16Row(const uint32_t* packed, int64_t cols, int64_t r, uint16_t* out) {
   const uint32_t* group = packed + PackedBf16GroupWords(r / kBf16GroupRows, cols);
   const int64_t lane = r % kBf16GroupRows;

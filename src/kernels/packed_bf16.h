@@ -80,6 +80,26 @@ uint16_t PackF16Rows(const uint16_t* src, int64_t cols, int64_t row_begin, int64
 uint16_t PackF16ColsFrom(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
                          int64_t c_begin, uint16_t* dst);
 
+// FP8 E4M3 weights (block-scaled, as in the checkpoint) packed in the same geometry with one byte
+// per value: byte (kk, i, j) of group g, at PackedF8GroupBytes(g, cols) + 32 kk + 2 i + j, is
+// W[16 g + i, 2 kk + j]. A group's 32 bytes at pair kk, each widened to a 16-bit word, are then
+// the 16 pair words of the bf16 layout (lane i = row i, low half column 2 kk), which the
+// AVX512-BF16 kernel (KernelTable::matmul_rows_f8_bf16) multiplies as the packed bf16 GEMM does.
+// Block scales stay [row blocks, column blocks]; only matrices with an even number of columns
+// and block_rows a multiple of 16 (a group inside one row block) are packed.
+inline int64_t PackedF8GroupBytes(int64_t g, int64_t cols) { return g * kBf16GroupRows * cols; }
+inline size_t PackedF8Bytes(int64_t rows, int64_t cols) {
+  return static_cast<size_t>(PackedF8GroupBytes(PackedBf16Groups(rows), cols));
+}
+inline int64_t PackedF8Index(int64_t cols, int64_t r, int64_t c) {
+  return PackedF8GroupBytes(r / kBf16GroupRows, cols) + (c / 2) * 2 * kBf16GroupRows +
+         (r % kBf16GroupRows) * 2 + c % 2;
+}
+// Packs rows [row_begin, row_end) of the row-major FP8 matrix `src` [rows, cols] (cols even) into
+// `dst` (PackedF8Bytes(rows, cols)); padding rows as for PackBf16Rows (0 bytes are +0). Returns
+// whether a byte it read is NaN (0x7f or 0xff; E4M3 has no inf), the load-time finiteness check.
+bool PackF8Rows(const uint8_t* src, int64_t cols, int64_t row_begin, int64_t row_end, uint8_t* dst);
+
 // bf16 activations x [n_tokens, cols] as the AMX kernels read them ("activation tiles"): tokens
 // in blocks of 16 (the last block holds the n_tokens % 16 left, if any), each block stored as
 // [steps][block tokens][32] with steps = ceil(cols / 32), the last step's missing columns zero.

@@ -76,8 +76,8 @@ struct ModelLoadOptions {
   // Matrices quantised at load (kInt8 on a checkpoint not already Q8) land in huge pages either
   // way: the files are then mapped, not copied, and the quantised matrices' pages released.
   FileLoad file_load = FileLoad::kMmap;
-  // bf16 and f16 weights: copy the matrices into Layout16::kPacked16 for the SIMD kernels'
-  // outer-product form. With kCopy the files are then mapped instead of copied (the packed
+  // bf16 and f16 weights, and FP8 ones where `kernels` has matmul_rows_f8_bf16: copy the
+  // matrices into Layout16::kPacked16 for the SIMD kernels' outer-product form. With kCopy the files are then mapped instead of copied (the packed
   // copies, and plain copies of the other streamed matrices, take the copy's place; norms and
   // the embedding table are read in place). Ignored for int8 weights.
   bool pack_16bit = false;

@@ -310,23 +310,37 @@ uint16_t Pack16BitRowsWith(const KernelTable& kernels, DType dtype, const uint16
 void Pack16BitWeights(ThreadPool& pool, const KernelTable& kernels, const ModelConfig& config,
                       ModelWeights& weights,
                       const std::function<void(const void*, size_t)>& replaced) {
+  // FP8 only for tables with the packed FP8 kernel (the others decode packed rows one by one).
+  const bool pack_f8 = kernels.matmul_rows_f8_bf16 != nullptr;
   const std::vector<Streamed> targets =
-      StreamedMatrices(config, weights, [](const WeightMatrix& m) {
-        return (m.dtype == DType::kBF16 || m.dtype == DType::kF16) &&
+      StreamedMatrices(config, weights, [&](const WeightMatrix& m) {
+        const bool f8 = pack_f8 && m.dtype == DType::kF8E4M3 && m.block_rows % kBf16GroupRows == 0;
+        return (m.dtype == DType::kBF16 || m.dtype == DType::kF16 || f8) &&
                m.layout16 == Layout16::kRowMajor && m.cols % 2 == 0;
       });
   RehomeMatrices(
-      targets, weights, [](const WeightMatrix& m) { return PackedBf16Bytes(m.rows, m.cols); },
+      targets, weights,
+      [](const WeightMatrix& m) {
+        return m.dtype == DType::kF8E4M3 ? PackedF8Bytes(m.rows, m.cols)
+                                         : PackedBf16Bytes(m.rows, m.cols);
+      },
       [&](WeightMatrix& m, uint8_t* dst, FirstNonFiniteRow& bad) {
         // The buffer is zero-filled: the padding rows of last groups stay 0.
-        const auto* src = static_cast<const uint16_t*>(m.data);
         pool.ParallelFor(PackedBf16Groups(m.rows), [&](int64_t g, int) {
           const int64_t begin = g * kBf16GroupRows;
           const int64_t end = std::min(m.rows, begin + kBf16GroupRows);
-          const uint16_t largest =
-              Pack16BitRowsWith(kernels, m.dtype, src, m.cols, begin, end, dst);
-          if (largest >= NonFinite16Threshold(m.dtype)) {  // an inf or NaN: find its row
-            for (int64_t r = begin; r < end; ++r) bad.Check(r, m.dtype, src + r * m.cols, m.cols);
+          bool nonfinite = false;
+          if (m.dtype == DType::kF8E4M3) {
+            nonfinite = PackF8Rows(static_cast<const uint8_t*>(m.data), m.cols, begin, end, dst);
+          } else {
+            nonfinite = Pack16BitRowsWith(kernels, m.dtype, static_cast<const uint16_t*>(m.data),
+                                          m.cols, begin, end, dst) >= NonFinite16Threshold(m.dtype);
+          }
+          if (nonfinite) {  // an inf or NaN: find its row
+            const size_t row_bytes = static_cast<size_t>(m.cols) * DTypeSize(m.dtype);
+            for (int64_t r = begin; r < end; ++r) {
+              bad.Check(r, m.dtype, static_cast<const uint8_t*>(m.data) + r * row_bytes, m.cols);
+            }
           }
         });
       },
@@ -393,8 +407,8 @@ void CopyStreamedWeights(ThreadPool& pool, const ModelConfig& config, ModelWeigh
                          const std::function<void(const void*, size_t)>& replaced) {
   const std::vector<Streamed> targets =
       StreamedMatrices(config, weights, [](const WeightMatrix& m) {
-        return (m.dtype == DType::kF32 && m.row_stride == 0) || m.dtype == DType::kF8E4M3 ||
-               ((m.dtype == DType::kBF16 || m.dtype == DType::kF16) &&
+        return (m.dtype == DType::kF32 && m.row_stride == 0) ||
+               ((m.dtype == DType::kF8E4M3 || m.dtype == DType::kBF16 || m.dtype == DType::kF16) &&
                 m.layout16 == Layout16::kRowMajor);
       });
   RehomeMatrices(

@@ -10,6 +10,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "kernels/kernel_table.h"
 #include "model/checkpoint_writer.h"
 #include "model/model.h"
 #include "model/quantize.h"
@@ -195,10 +196,12 @@ std::string NonFiniteError(const std::string& dir, const std::string& tensor,
   return message.append(": weights must be finite (`--load mmap` skips this check)");
 }
 
-std::string CopyLoadError(const std::string& dir, bool pack_16bit) {
+std::string CopyLoadError(const std::string& dir, bool pack_16bit,
+                          const KernelTable* kernels = nullptr) {
   ModelLoadOptions options;
   options.file_load = FileLoad::kCopy;
   options.pack_16bit = pack_16bit;
+  options.kernels = kernels;
   try {
     Model::Load(dir, options);
   } catch (const Error& e) {
@@ -266,6 +269,29 @@ TEST(LoaderErrorsTest, CopyLoadRefusesInfInABf16MatrixAndNanInANorm) {
   EditTensor(dir, "model.norm.weight",
              [](TensorToWrite& t) { std::memset(t.data.data() + 4 * sizeof(float), 0, 4); });
   for (bool pack : {false, true}) EXPECT_EQ(CopyLoadError(dir, pack), "") << pack;
+}
+
+// NaN bytes in an FP8 matrix: refused by a copying load whether the archive copies the file, the
+// matrix is copied as it is, or (for a table with the AVX512-BF16 FP8 kernel) packed.
+TEST(LoaderErrorsTest, CopyLoadRefusesNanInAnFp8MatrixAlsoWhenPackingIt) {
+  const std::string src = testing::MakeTestModel("tiny-v3", DType::kF8E4M3);
+  const std::string dir = ::testing::TempDir() + "/nonfinite_fp8";
+  fs::remove_all(dir);
+  fs::copy(src, dir, fs::copy_options::recursive);
+  const std::string name = "model.layers.1.mlp.experts.2.down_proj.weight";
+  EditTensor(dir, name, [](TensorToWrite& t) {
+    ASSERT_EQ(t.dtype, DType::kF8E4M3);
+    const int64_t cols = t.shape[1];
+    t.data[static_cast<size_t>(7 * cols + 1)] = 0xff;
+    t.data[static_cast<size_t>(3 * cols + 5)] = 0x7f;  // an earlier row: the error names this one
+  });
+  EXPECT_EQ(LoadError(dir), "");
+  for (const KernelTable* kernels : {&GetKernelTable(Isa::kScalar), &FastestKernelTable()}) {
+    for (bool pack : {false, true}) {
+      EXPECT_EQ(CopyLoadError(dir, pack, kernels), NonFiniteError(dir, name, "NaN at [3, 5]"))
+          << IsaName(kernels->isa) << " pack " << pack;
+    }
+  }
 }
 
 // A packed Q8 copy of tiny-v2-lite, as `mlarun quantize` writes it.

@@ -13,6 +13,9 @@
 // 2^-9 per product). The sums: per (row, token) 16 float32 lanes, each adding one column pair per
 // 32-column step (vdpbf16ps), then the lanes added (_mm512_reduce_add_ps): the same operations
 // whatever the tile, batch or row range, so a token's result does not depend on its batch.
+// Packed FP8 (Layout16::kPacked16, packed_bf16.h) takes the same products in another order: per
+// (row, token) one vdpbf16ps chain over the column pairs in order, as the packed bf16 GEMM
+// (pair_gemm_avx512bf16.h), with 16 rows in the lanes.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -23,10 +26,12 @@
 
 #include "core/scratch_vector.h"
 #include "kernels/cpu/f8_nan_avx512.h"
+#include "kernels/cpu/pair_gemm_avx512bf16.h"
 #include "kernels/cpu/token_tiles.h"
 #include "kernels/cpu/unrolled.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
+#include "kernels/packed_bf16.h"
 
 namespace mlarun::avx512bf16 {
 
@@ -171,10 +176,158 @@ void RowTiles(const uint8_t* rows, int64_t n, int64_t cols, const ScaledTile& xs
   for (; r < n; ++r) Tile<1, NT, kFirst>(rows + r * cols, cols, xs, k, y + r, ldy, nan + r);
 }
 
-// KernelTable::matmul_rows_f8_bf16: row block by row block (one set of scaled activations each),
-// token tiles of up to kTileTokens within.
+// --- Packed FP8 weights: 64-row tiles of 4 groups, each group's column pair widened to the 16
+// pair words of PairGemmTile's B vectors. ---
+
+// Bytes ahead of each group's stream that the tiles reading it from memory prefetch (2 KB: 1 KB
+// and 4 KB measured ~10% slower in a standalone copy of the one-token tile from memory).
+constexpr int64_t kPackedF8PrefetchBytes = 2048;
+// Products of this many tokens or more widen a tile's weights once into a bf16 buffer that the
+// pair GEMM's 6 x 4 token tiles read; fewer widen them in registers in each token tile (the first
+// from memory, the others from L2). 8,192 x 2,048 weights, 2 threads, GFLOP/s in registers /
+// through the buffer: 6 tokens 398-409 / 286-289, 8 464-478 / 279-289, 20 561-566 / 454-477,
+// 24 533-536 / 529-540, 32 476-497 / 500-505, 48 532-537 / 597-632.
+constexpr int64_t kPackedF8WidenedMinTokens = 32;
+// Tokens per tile of weights widened in registers (5 x 4 accumulators, the 4 widened vectors and
+// Widen's constants fill the 32 registers).
+constexpr int kPackedF8TileTokens = 5;
+// Column pairs widened into the buffer at a time (64 rows x 2,048 columns, 256 KB: in L2 while the
+// token tiles pass; longer rows continue the chains through C).
+constexpr int64_t kPackedF8WidePairs = 1024;
+
+// The 4 groups of a 64-row tile: group v's bytes at bytes[v] (an absent group aliases group 0
+// and is not stored: masks[v] = 0).
+struct F8GroupTile {
+  const uint8_t* bytes[4];
+  __mmask16 masks[4];
+};
+
+// c[t, 16 v + i] = row i of group v . xs[t] for t < NT: PairGemmTile's chains (from zero, pairs
+// in order) with B widened in registers from the groups' bytes, which this tile reads from
+// memory (prefetched along the 4 streams).
+template <int NT>
+inline void PackedF8Tile(const F8GroupTile& groups, int64_t pairs, const uint32_t* a, int64_t lda,
+                         const WidenConstants& k, float* c, int64_t ldc) {
+  __m512 acc[NT][4];
+  Unrolled<NT>([&](auto t) { Unrolled<4>([&](auto v) { acc[t][v] = _mm512_setzero_ps(); }); });
+  for (int64_t kk = 0; kk < pairs; ++kk) {
+    __m512bh b[4];
+    Unrolled<4>([&](auto v) {
+      const uint8_t* pair = groups.bytes[v] + kk * 2 * kBf16GroupRows;
+      if ((kk & 1) == 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(pair + kPackedF8PrefetchBytes), _MM_HINT_T0);
+      }
+      b[v] = Widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair)), k);
+    });
+    Unrolled<NT>([&](auto t) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[t * lda + kk]));
+      Unrolled<4>([&](auto v) { acc[t][v] = _mm512_dpbf16_ps(acc[t][v], av, b[v]); });
+    });
+  }
+  Unrolled<NT>([&](auto t) {
+    Unrolled<4>(
+        [&](auto v) { _mm512_mask_storeu_ps(c + t * ldc + v * 16, groups.masks[v], acc[t][v]); });
+  });
+}
+
+// Pairs [kk0, kk0 + n_pairs) of the tile's groups widened into wide [n_pairs, 64] words (group v
+// at column 16 v; absent groups are not written), prefetching along the streams.
+void WidenF8Groups(const F8GroupTile& groups, int64_t kk0, int64_t n_pairs, const WidenConstants& k,
+                   uint32_t* wide) {
+  for (int v = 0; v < 4; ++v) {
+    if (groups.masks[v] == 0) continue;
+    const uint8_t* bytes = groups.bytes[v] + kk0 * 2 * kBf16GroupRows;
+    for (int64_t kk = 0; kk < n_pairs; ++kk) {
+      const uint8_t* pair = bytes + kk * 2 * kBf16GroupRows;
+      if ((kk & 1) == 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(pair + kPackedF8PrefetchBytes), _MM_HINT_T0);
+      }
+      _mm512_storeu_si512(
+          wide + kk * 64 + v * 16,
+          (__m512i)Widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair)), k));
+    }
+  }
+}
+
+// C [n_tokens, 64] = the tile's groups against xs [n_tokens, pairs] pair words.
+void PackedF8TileAllTokens(const F8GroupTile& groups, int64_t pairs, const uint32_t* xs,
+                           int64_t n_tokens, const WidenConstants& k, float* c, int64_t ldc) {
+  if (n_tokens < kPackedF8WidenedMinTokens) {
+    ForEachTokenTile<kPackedF8TileTokens>(n_tokens, [&](auto nt, int64_t t) {
+      PackedF8Tile<decltype(nt)::value>(groups, pairs, xs + t * pairs, pairs, k, c + t * ldc, ldc);
+    });
+    return;
+  }
+  thread_local std::vector<uint32_t> wide;  // [kPackedF8WidePairs, 64]
+  ResizeScratch(&wide, static_cast<size_t>(std::min(pairs, kPackedF8WidePairs) * 64));
+  PairColumns columns{.ldb = 64};
+  for (int v = 0; v < 4; ++v) {
+    columns.b[v] = wide.data() + (groups.masks[v] != 0 ? v * 16 : 0);
+    columns.masks[v] = groups.masks[v];
+  }
+  for (int64_t kk0 = 0; kk0 < pairs; kk0 += kPackedF8WidePairs) {
+    const int64_t n_pairs = std::min(kPackedF8WidePairs, pairs - kk0);
+    WidenF8Groups(groups, kk0, n_pairs, k, wide.data());
+    PairGemmRows<false>(n_tokens, n_pairs, xs + kk0, pairs, columns, c, ldc, kk0 > 0);
+  }
+}
+
+// Rows [row_begin, row_end) of packed FP8 weights: per row block the activations after its
+// scales as pair words (ScaledActivations), then its 64-row tiles (4 groups from the block's or
+// the range's first row; fewer at their ends). Tiles that do not cover 64 rows of the range are
+// computed into a scratch tile and copied.
+void MatMulRowsF8Packed(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
+                        int64_t n_tokens, float* y, int64_t ldy) {
+  const int64_t cols = w.cols;
+  const int64_t pairs = cols / 2;
+  const int64_t col_blocks = (cols + w.block_cols - 1) / w.block_cols;
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  thread_local std::vector<uint32_t> scaled;  // [n_tokens, pairs]
+  ResizeScratch(&scaled, static_cast<size_t>(n_tokens * pairs));
+  const ScaledTile xs{.values = reinterpret_cast<uint16_t*>(scaled.data()), .ld = cols};
+  thread_local std::vector<float> edge;  // [n_tokens, 64]
+  const WidenConstants k;
+  for (int64_t r0 = row_begin; r0 < row_end;) {
+    const int64_t rb = r0 / w.block_rows;
+    const int64_t r1 = std::min(row_end, (rb + 1) * w.block_rows);
+    ScaledActivations(x, n_tokens, cols, w.block_scale + rb * col_blocks, w.block_cols, xs);
+    for (int64_t tile_row = r0 / kBf16GroupRows * kBf16GroupRows; tile_row < r1;
+         tile_row += 4 * kBf16GroupRows) {
+      const int64_t n_groups =
+          std::min<int64_t>(4, (r1 - tile_row + kBf16GroupRows - 1) / kBf16GroupRows);
+      F8GroupTile groups;
+      for (int64_t v = 0; v < 4; ++v) {
+        const int64_t g = tile_row / kBf16GroupRows + (v < n_groups ? v : 0);
+        groups.bytes[v] = base + PackedF8GroupBytes(g, cols);
+        groups.masks[v] = v < n_groups ? __mmask16{0xffff} : __mmask16{0};
+      }
+      const int64_t first = std::max(r0, tile_row);
+      const int64_t last = std::min(r1, tile_row + n_groups * kBf16GroupRows);
+      if (first == tile_row && last == tile_row + 64) {
+        PackedF8TileAllTokens(groups, pairs, scaled.data(), n_tokens, k, y + (tile_row - row_begin),
+                              ldy);
+        continue;
+      }
+      ResizeScratch(&edge, static_cast<size_t>(n_tokens * 64));
+      PackedF8TileAllTokens(groups, pairs, scaled.data(), n_tokens, k, edge.data(), 64);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        std::copy(edge.data() + t * 64 + (first - tile_row),
+                  edge.data() + t * 64 + (last - tile_row), y + t * ldy + (first - row_begin));
+      }
+    }
+    r0 = r1;
+  }
+}
+
+// KernelTable::matmul_rows_f8_bf16: packed weights by MatMulRowsF8Packed; row-major ones row
+// block by row block (one set of scaled activations each), token tiles of up to kTileTokens
+// within.
 void MatMulRowsF8Bf16(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
                       int64_t n_tokens, float* y, int64_t ldy) {
+  if (w.layout16 == Layout16::kPacked16) {
+    MatMulRowsF8Packed(w, row_begin, row_end, x, n_tokens, y, ldy);
+    return;
+  }
   const int64_t cols = w.cols;
   const int64_t col_blocks = (cols + w.block_cols - 1) / w.block_cols;
   const auto* values = static_cast<const uint8_t*>(w.data);

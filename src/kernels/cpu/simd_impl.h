@@ -362,7 +362,7 @@ void F8ToF32Row(const WeightMatrix& w, int64_t r, float* out) {
 void DecodeRowV(const WeightMatrix& w, int64_t r, float* out) {
   const bool row_major = w.layout16 == Layout16::kRowMajor && w.row_stride == 0;
   const int64_t cols = w.cols;
-  if (w.dtype == DType::kF8E4M3) {
+  if (w.dtype == DType::kF8E4M3 && row_major) {
     F8ToF32Row(w, r, out);
   } else if (w.dtype == DType::kBF16 && row_major) {
     Bf16ToF32(static_cast<const uint16_t*>(w.data) + r * cols, out, cols);
@@ -391,8 +391,10 @@ void MatMulRowsWith(const WeightMatrix& w, int64_t row_begin, int64_t row_end, c
     }
   }
   const bool bf16_row_major = w.dtype == DType::kBF16 && w.layout16 == Layout16::kRowMajor;
+  // Packed FP8 (the AVX512-BF16 kernel's layout) is decoded row by row below, by DecodeRow.
+  const bool fp8_row_major = w.dtype == DType::kF8E4M3 && w.layout16 == Layout16::kRowMajor;
   const bool fused = n_tokens <= kFusedMaxTokens;
-  const bool fp8_fused = w.dtype == DType::kF8E4M3 && F8RowsFit(w) && fused;
+  const bool fp8_fused = fp8_row_major && F8RowsFit(w) && fused;
   if (w.dtype == DType::kF32 || ((bf16_row_major || w.dtype == DType::kF16) && fused) ||
       fp8_fused) {
     for (int64_t r0 = row_begin; r0 < row_end; r0 += kDecodeRows) {
@@ -442,7 +444,7 @@ void MatMulRowsWith(const WeightMatrix& w, int64_t row_begin, int64_t row_end, c
         }
       } else if (w.dtype == DType::kF16) {
         F16ToF32Row(static_cast<const uint16_t*>(w.data) + (r0 + r) * cols, dst, cols);
-      } else if (w.dtype == DType::kF8E4M3) {
+      } else if (fp8_row_major) {
         F8ToF32Row(w, r0 + r, dst);
       } else {
         w.DecodeRow(r0 + r, dst);
