@@ -130,7 +130,7 @@ float ScaledBf16(float scale, float x) { return BF16ToF32(F32ToBF16(scale * 256.
 // Every byte but the NaNs is widened exactly from the packed layout: through a one-hot x, y =
 // (value / 256) * bf16(256 scale), exact in float32, for scales of both signs and several sizes
 // per block; 37 rows (two full groups and a padded one) in row blocks of 16, one token at a time
-// (tiles in registers) and 40 (through the widened buffer).
+// (tiles in registers) and 40 (4 widening into the buffer, 6-token tiles reading it).
 TEST_P(F8PackedBf16Test, WidensEveryByteExactly) {
   const int64_t rows = 37;
   const std::vector<uint8_t> w = EveryFp8ByteRows(rows);
@@ -152,7 +152,8 @@ TEST_P(F8PackedBf16Test, WidensEveryByteExactly) {
 
 // Random weights and scales, row blocks of 16, 32 and 128 over 150 rows (full 64-row tiles,
 // tiles cut by a row block, a padded last group), columns 2 to 2,100 (past the 1,024 pairs the
-// buffer holds at a time), 40 tokens (the widened buffer) and 13 (tiles in registers): within
+// buffer holds at a time), 8 tokens (two tiles in registers), 13 and 40 (a first tile of 1 or 4
+// tokens widening into the buffer, then 6-token tiles reading it): within
 // float32 summation error of the double reference, and within it of the row-major kernel (the
 // same products in another order); each token alone over row ranges that cut groups and tiles
 // (registers) bitwise the batched results.
@@ -167,7 +168,7 @@ TEST_P(F8PackedBf16Test, MatchesDoubleReferenceAndIsBatchInvariant) {
       const WeightMatrix m = Fp8Matrix(w, rows, cols, scales, block_rows, block_cols);
       std::vector<uint8_t> storage;
       const WeightMatrix packed = PackedFp8(m, &storage);
-      for (const int64_t n_tokens : {13, 40}) {
+      for (const int64_t n_tokens : {8, 13, 40}) {
         const std::vector<float> x = Random(static_cast<size_t>(n_tokens * cols), 63, 2.0f);
         std::vector<float> got(static_cast<size_t>(n_tokens * rows));
         std::vector<float> row_major(got.size());

@@ -182,14 +182,16 @@ void RowTiles(const uint8_t* rows, int64_t n, int64_t cols, const ScaledTile& xs
 // Bytes ahead of each group's stream that the tiles reading it from memory prefetch (2 KB: 1 KB
 // and 4 KB measured ~10% slower in a standalone copy of the one-token tile from memory).
 constexpr int64_t kPackedF8PrefetchBytes = 2048;
-// Products of this many tokens or more widen a tile's weights once into a bf16 buffer that the
-// pair GEMM's 6 x 4 token tiles read; fewer widen them in registers in each token tile (the first
-// from memory, the others from L2). 8,192 x 2,048 weights, 2 threads, GFLOP/s in registers /
-// through the buffer: 6 tokens 398-409 / 286-289, 8 464-478 / 279-289, 20 561-566 / 454-477,
-// 24 533-536 / 529-540, 32 476-497 / 500-505, 48 532-537 / 597-632.
-constexpr int64_t kPackedF8WidenedMinTokens = 32;
-// Tokens per tile of weights widened in registers (5 x 4 accumulators, the 4 widened vectors and
-// Widen's constants fill the 32 registers).
+// Products of this many tokens or more have their first token tile widen the weights once into a
+// bf16 buffer that the pair GEMM's 6-token tiles of the others read; fewer widen them in
+// registers in each token tile (the first from memory, the others from L2). 8,192 x 2,048
+// weights, 2 threads, GFLOP/s in registers / through the buffer: 7 tokens 407-423 / 330-335, 10
+// 511-516 / 432-433, 11 415-424 / 448-450, 12 438-446 / 490-503, 13 465 / 429-434, 16 454-464 /
+// 496-511, 20 514-523 / 503-516, 24 491-495 / 556-565, 28 480-490 / 545-560.
+constexpr int64_t kPackedF8WidenedMinTokens = 11;
+// Tokens per tile of weights widened in registers without storing them (5 x 4 accumulators, the
+// 4 widened vectors and Widen's constants fill the 32 registers; the storing first tile of up to
+// 6 tokens takes some constants from memory).
 constexpr int kPackedF8TileTokens = 5;
 // Column pairs widened into the buffer at a time (64 rows x 2,048 columns, 256 KB: in L2 while the
 // token tiles pass; longer rows continue the chains through C).
@@ -202,22 +204,31 @@ struct F8GroupTile {
   __mmask16 masks[4];
 };
 
-// c[t, 16 v + i] = row i of group v . xs[t] for t < NT: PairGemmTile's chains (from zero, pairs
-// in order) with B widened in registers from the groups' bytes, which this tile reads from
-// memory (prefetched along the 4 streams).
-template <int NT>
-inline void PackedF8Tile(const F8GroupTile& groups, int64_t pairs, const uint32_t* a, int64_t lda,
-                         const WidenConstants& k, float* c, int64_t ldc) {
+// c[t, 16 v + i] (+)= row i of group v . xs[t] over pairs [kk0, kk0 + n_pairs) for t < NT:
+// PairGemmTile's chains (pairs in order, from zero or, with `accumulate`, from c) with B widened
+// in registers from the groups' bytes, which this tile reads from memory (prefetched along the 4
+// streams). kStore: the widened words also go to wide [n_pairs, 64] (group v at column 16 v) for
+// the pair GEMM's later token tiles, so that memory is read while this tile computes.
+template <int NT, bool kStore>
+inline void PackedF8Tile(const F8GroupTile& groups, int64_t kk0, int64_t n_pairs, const uint32_t* a,
+                         int64_t lda, const WidenConstants& k, float* c, int64_t ldc,
+                         bool accumulate, uint32_t* wide) {
   __m512 acc[NT][4];
-  Unrolled<NT>([&](auto t) { Unrolled<4>([&](auto v) { acc[t][v] = _mm512_setzero_ps(); }); });
-  for (int64_t kk = 0; kk < pairs; ++kk) {
+  Unrolled<NT>([&](auto t) {
+    Unrolled<4>([&](auto v) {
+      acc[t][v] = accumulate ? _mm512_maskz_loadu_ps(groups.masks[v], c + t * ldc + v * 16)
+                             : _mm512_setzero_ps();
+    });
+  });
+  for (int64_t kk = 0; kk < n_pairs; ++kk) {
     __m512bh b[4];
     Unrolled<4>([&](auto v) {
-      const uint8_t* pair = groups.bytes[v] + kk * 2 * kBf16GroupRows;
+      const uint8_t* pair = groups.bytes[v] + (kk0 + kk) * 2 * kBf16GroupRows;
       if ((kk & 1) == 0) {
         _mm_prefetch(reinterpret_cast<const char*>(pair + kPackedF8PrefetchBytes), _MM_HINT_T0);
       }
       b[v] = Widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair)), k);
+      if constexpr (kStore) _mm512_storeu_si512(wide + kk * 64 + v * 16, (__m512i)b[v]);
     });
     Unrolled<NT>([&](auto t) {
       const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[t * lda + kk]));
@@ -230,45 +241,53 @@ inline void PackedF8Tile(const F8GroupTile& groups, int64_t pairs, const uint32_
   });
 }
 
-// Pairs [kk0, kk0 + n_pairs) of the tile's groups widened into wide [n_pairs, 64] words (group v
-// at column 16 v; absent groups are not written), prefetching along the streams.
-void WidenF8Groups(const F8GroupTile& groups, int64_t kk0, int64_t n_pairs, const WidenConstants& k,
-                   uint32_t* wide) {
-  for (int v = 0; v < 4; ++v) {
-    if (groups.masks[v] == 0) continue;
-    const uint8_t* bytes = groups.bytes[v] + kk0 * 2 * kBf16GroupRows;
-    for (int64_t kk = 0; kk < n_pairs; ++kk) {
-      const uint8_t* pair = bytes + kk * 2 * kBf16GroupRows;
-      if ((kk & 1) == 0) {
-        _mm_prefetch(reinterpret_cast<const char*>(pair + kPackedF8PrefetchBytes), _MM_HINT_T0);
-      }
-      _mm512_storeu_si512(
-          wide + kk * 64 + v * 16,
-          (__m512i)Widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair)), k));
-    }
-  }
+// PairGemmRows<false> in a function of its own: inlined into PackedF8TileAllTokens, the product
+// of 48 tokens ran 20% slower in one of two builds that differed only in a constant (2 threads,
+// alternating runs: 449-479 against 586-601 GFLOP/s); on its own, both builds ran alike.
+[[gnu::noinline]] void WidenedTokenTiles(int64_t m, int64_t k_pairs, const uint32_t* a, int64_t lda,
+                                         const PairColumns& cols, float* c, int64_t ldc,
+                                         bool accumulate) {
+  PairGemmRows<false>(m, k_pairs, a, lda, cols, c, ldc, accumulate);
 }
 
-// C [n_tokens, 64] = the tile's groups against xs [n_tokens, pairs] pair words.
+// C [n_tokens, 64] = the tile's groups against xs [n_tokens, pairs] pair words: below
+// kPackedF8WidenedMinTokens every token tile widens the weights in registers; from there, per
+// chunk of pairs, a first tile of 1-6 tokens widens them and stores them in a buffer that the
+// pair GEMM's 6-token tiles of the other tokens read (the same chains).
 void PackedF8TileAllTokens(const F8GroupTile& groups, int64_t pairs, const uint32_t* xs,
                            int64_t n_tokens, const WidenConstants& k, float* c, int64_t ldc) {
   if (n_tokens < kPackedF8WidenedMinTokens) {
-    ForEachTokenTile<kPackedF8TileTokens>(n_tokens, [&](auto nt, int64_t t) {
-      PackedF8Tile<decltype(nt)::value>(groups, pairs, xs + t * pairs, pairs, k, c + t * ldc, ldc);
-    });
+    // As few tiles as 5 tokens a tile allow, of near-equal widths (6 tokens as 3 + 3, not 5 + 1:
+    // a tile of 1 or 2 tokens keeps too few chains to hide vdpbf16ps's latency).
+    const int64_t n_tiles = (n_tokens + kPackedF8TileTokens - 1) / kPackedF8TileTokens;
+    for (int64_t i = 0, t = 0; i < n_tiles; ++i) {
+      const int64_t width = (n_tokens - t) / (n_tiles - i);
+      detail::TokenTileOfWidth<kPackedF8TileTokens>(width, t, [&](auto nt, int64_t t0) {
+        PackedF8Tile<decltype(nt)::value, false>(groups, 0, pairs, xs + t0 * pairs, pairs, k,
+                                                 c + t0 * ldc, ldc, false, nullptr);
+      });
+      t += width;
+    }
     return;
   }
   thread_local std::vector<uint32_t> wide;  // [kPackedF8WidePairs, 64]
   ResizeScratch(&wide, static_cast<size_t>(std::min(pairs, kPackedF8WidePairs) * 64));
   PairColumns columns{.ldb = 64};
   for (int v = 0; v < 4; ++v) {
-    columns.b[v] = wide.data() + (groups.masks[v] != 0 ? v * 16 : 0);
+    columns.b[v] = wide.data() + v * 16;  // an absent group's words: garbage, never stored
     columns.masks[v] = groups.masks[v];
   }
+  // 1-6 tokens first, so that the pair GEMM's tiles of the others are all of 6 tokens (a short
+  // tile of 1 or 2 tokens keeps too few chains; the first tile waits on memory anyway).
+  const int64_t first = (n_tokens - 1) % 6 + 1;
   for (int64_t kk0 = 0; kk0 < pairs; kk0 += kPackedF8WidePairs) {
     const int64_t n_pairs = std::min(kPackedF8WidePairs, pairs - kk0);
-    WidenF8Groups(groups, kk0, n_pairs, k, wide.data());
-    PairGemmRows<false>(n_tokens, n_pairs, xs + kk0, pairs, columns, c, ldc, kk0 > 0);
+    detail::TokenTileOfWidth<6>(first, 0, [&](auto nt, int64_t) {
+      PackedF8Tile<decltype(nt)::value, true>(groups, kk0, n_pairs, xs + kk0, pairs, k, c, ldc,
+                                              kk0 > 0, wide.data());
+    });
+    WidenedTokenTiles(n_tokens - first, n_pairs, xs + first * pairs + kk0, pairs, columns,
+                      c + first * ldc, ldc, kk0 > 0);
   }
 }
 
