@@ -29,8 +29,8 @@ void AddModelOptions(CLI::App& app, ModelArgs& args) {
       ->capture_default_str();
   app.add_option("--load", args.load,
                  "How weight files are loaded: mmap (in place, instant) or copy (read into "
-                 "huge-page memory, bf16 and f16 matrices packed in 16-row groups: slower start, "
-                 "faster decode and prefill)")
+                 "huge-page memory, bf16 and f16 matrices packed in 16-row groups, FP8 ones too "
+                 "for --isa fast's bf16 kernels: slower start, faster decode and prefill)")
       ->capture_default_str();
   app.add_option(
       "--isa", args.isa,

@@ -88,6 +88,13 @@ struct KernelTable {
   // only the activations' rounding differs from it. `--isa fast`.
   void (*matmul_rows_f8_bf16)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
                               const float* x, int64_t n_tokens, float* y, int64_t ldy);
+  // Optional (with matmul_rows_f8_bf16): FP8 weights in Layout16::kPacked16 against activations
+  // rounded to bf16, x_bf16 [n_tokens, w.cols]: y = sum over column blocks of (256 scale) times
+  // the block's bf16 dot products of the weights / 256 (cpu/f8_packed_avx512bf16.cc), batch
+  // invariant. matmul_rows_f8_bf16 sends packed weights here (rounding x first), MatMulBatch
+  // directly (x rounded once per input). Loads that copy the weights pack FP8 for such tables.
+  void (*matmul_rows_f8_packed)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
+                                const uint16_t* x_bf16, int64_t n_tokens, float* y, int64_t ldy);
   // Optional (AMX only): y = W x for kPacked16 weights and the n_tokens tokens' x rounded to bf16
   // in activation tiles (packed_bf16.h), by tile dot products (tdpbf16ps; float32 sums in the
   // hardware's order). Batch invariant among batches it takes, which MatMulBatch gives it from

@@ -110,6 +110,10 @@ InputForm FormOf(const KernelTable& k, const WeightMatrix& w, int64_t n_tokens) 
     return InputForm::kBf16Tiles;
   }
   if (w.dtype == DType::kBF16 && k.matmul_rows_bf16 != nullptr) return InputForm::kBf16;
+  if (w.dtype == DType::kF8E4M3 && w.layout16 == Layout16::kPacked16 &&
+      k.matmul_rows_f8_packed != nullptr) {
+    return InputForm::kBf16;
+  }
   if (w.dtype == DType::kBF16 && w.layout16 == Layout16::kRowMajor &&
       k.matmul_rows_pair_x != nullptr) {
     return InputForm::kF32Pairs;
@@ -266,7 +270,11 @@ void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs) {
         exec.k.matmul_rows_q8(*job.w, begin, end, in.q8, y, n_rows);
         break;
       case InputForm::kBf16:
-        exec.k.matmul_rows_bf16(*job.w, begin, end, in.bf16.data(), job.n_tokens, y, n_rows);
+        if (job.w->dtype == DType::kF8E4M3) {
+          exec.k.matmul_rows_f8_packed(*job.w, begin, end, in.bf16.data(), job.n_tokens, y, n_rows);
+        } else {
+          exec.k.matmul_rows_bf16(*job.w, begin, end, in.bf16.data(), job.n_tokens, y, n_rows);
+        }
         break;
       case InputForm::kBf16Tiles:
         exec.k.matmul_rows_bf16_tiles(*job.w, begin, end, in.tiles.data(), job.n_tokens, y, n_rows);

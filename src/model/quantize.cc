@@ -311,10 +311,11 @@ void Pack16BitWeights(ThreadPool& pool, const KernelTable& kernels, const ModelC
                       ModelWeights& weights,
                       const std::function<void(const void*, size_t)>& replaced) {
   // FP8 only for tables with the packed FP8 kernel (the others decode packed rows one by one).
-  const bool pack_f8 = kernels.matmul_rows_f8_bf16 != nullptr;
+  const bool pack_f8 = kernels.matmul_rows_f8_packed != nullptr;
   const std::vector<Streamed> targets =
       StreamedMatrices(config, weights, [&](const WeightMatrix& m) {
-        const bool f8 = pack_f8 && m.dtype == DType::kF8E4M3 && m.block_rows % kBf16GroupRows == 0;
+        const bool f8 = pack_f8 && m.dtype == DType::kF8E4M3 &&
+                        m.block_rows % kBf16GroupRows == 0 && m.block_cols % 2 == 0;
         return (m.dtype == DType::kBF16 || m.dtype == DType::kF16 || f8) &&
                m.layout16 == Layout16::kRowMajor && m.cols % 2 == 0;
       });

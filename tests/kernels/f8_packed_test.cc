@@ -120,17 +120,18 @@ TEST_P(F8PackedTest, ExactKernelsReadPackedRowsAsRowMajor) {
 class F8PackedBf16Test : public SimdKernelTest {
  protected:
   void SetUp() override {
-    if (simd().matmul_rows_f8_bf16 == nullptr) GTEST_SKIP() << "no FP8 bf16 kernel in this ISA";
+    if (simd().matmul_rows_f8_packed == nullptr) GTEST_SKIP() << "no packed FP8 kernel here";
   }
 };
 
-// bf16(256 scale x) as float: what the kernel multiplies the weights / 256 by.
-float ScaledBf16(float scale, float x) { return BF16ToF32(F32ToBF16(scale * 256.0f * x)); }
+// x rounded to bf16, as float: what the kernel multiplies the weights / 256 by.
+float Bf16(float x) { return BF16ToF32(F32ToBF16(x)); }
 
-// Every byte but the NaNs is widened exactly from the packed layout: through a one-hot x, y =
-// (value / 256) * bf16(256 scale), exact in float32, for scales of both signs and several sizes
-// per block; 37 rows (two full groups and a padded one) in row blocks of 16, one token at a time
-// (tiles in registers) and 40 (4 widening into the buffer, 6-token tiles reading it).
+// Every byte but the NaNs is widened exactly from the packed layout: through a one-hot x, the
+// column's block gives (value / 256) * 1 exactly and y = that times 256 scale, rounded once: the
+// float32 product value * scale, for scales of both signs and several sizes per block (the other
+// blocks add zeros); 37 rows (two full groups and a padded one) in row blocks of 16, one token at
+// a time (tiles in registers) and 40 (4 widening into the buffer, 6-token tiles reading it).
 TEST_P(F8PackedBf16Test, WidensEveryByteExactly) {
   const int64_t rows = 37;
   const std::vector<uint8_t> w = EveryFp8ByteRows(rows);
@@ -144,7 +145,7 @@ TEST_P(F8PackedBf16Test, WidensEveryByteExactly) {
                         [&](float got, int64_t r, int64_t c) {
                           const uint8_t byte = w[static_cast<size_t>(r * m.cols + c)];
                           const float scale = scales[static_cast<size_t>(r / 16 * 4 + c / 64)];
-                          EXPECT_EQ(got, F8E4M3ToF32(byte) / 256.0f * ScaledBf16(scale, 1.0f))
+                          EXPECT_EQ(got, F8E4M3ToF32(byte) * scale)
                               << "byte " << int{byte} << " row " << r << " tokens " << n_tokens;
                         });
   }
@@ -153,10 +154,10 @@ TEST_P(F8PackedBf16Test, WidensEveryByteExactly) {
 // Random weights and scales, row blocks of 16, 32 and 128 over 150 rows (full 64-row tiles,
 // tiles cut by a row block, a padded last group), columns 2 to 2,100 (past the 1,024 pairs the
 // buffer holds at a time), 8 tokens (two tiles in registers), 13 and 40 (a first tile of 1 or 4
-// tokens widening into the buffer, then 6-token tiles reading it): within
-// float32 summation error of the double reference, and within it of the row-major kernel (the
-// same products in another order); each token alone over row ranges that cut groups and tiles
-// (registers) bitwise the batched results.
+// tokens widening into the buffer, then 6-token tiles reading it): within float32 summation error
+// of sum_c w s bf16(x) in double, within the activations' bf16 rounding (relative 2^-8) of the
+// exact kernel, and within two such roundings of the row-major one (which rounds s x instead); each
+// token alone over row ranges that cut groups and tiles (registers) bitwise the batched results.
 TEST_P(F8PackedBf16Test, MatchesDoubleReferenceAndIsBatchInvariant) {
   const int64_t rows = 150;
   for (const int64_t cols : {2, 150, 2100}) {
@@ -172,8 +173,10 @@ TEST_P(F8PackedBf16Test, MatchesDoubleReferenceAndIsBatchInvariant) {
         const std::vector<float> x = Random(static_cast<size_t>(n_tokens * cols), 63, 2.0f);
         std::vector<float> got(static_cast<size_t>(n_tokens * rows));
         std::vector<float> row_major(got.size());
+        std::vector<float> exact(got.size());
         simd().matmul_rows_f8_bf16(packed, 0, rows, x.data(), n_tokens, got.data(), rows);
         simd().matmul_rows_f8_bf16(m, 0, rows, x.data(), n_tokens, row_major.data(), rows);
+        scalar().matmul_rows(m, 0, rows, x.data(), n_tokens, exact.data(), rows);
         for (int64_t t = 0; t < n_tokens; ++t) {
           for (int64_t r = 0; r < rows; ++r) {
             double expected = 0.0;
@@ -181,8 +184,8 @@ TEST_P(F8PackedBf16Test, MatchesDoubleReferenceAndIsBatchInvariant) {
             for (int64_t c = 0; c < cols; ++c) {
               const float scale =
                   scales[static_cast<size_t>(r / block_rows * col_blocks + c / block_cols)];
-              const double term = double{F8E4M3ToF32(w[static_cast<size_t>(r * cols + c)])} / 256 *
-                                  ScaledBf16(scale, x[static_cast<size_t>(t * cols + c)]);
+              const double term = double{F8E4M3ToF32(w[static_cast<size_t>(r * cols + c)])} *
+                                  scale * Bf16(x[static_cast<size_t>(t * cols + c)]);
               expected += term;
               magnitude += std::fabs(term);
             }
@@ -190,7 +193,8 @@ TEST_P(F8PackedBf16Test, MatchesDoubleReferenceAndIsBatchInvariant) {
             ASSERT_NEAR(got[i], expected, 1e-6 * magnitude + 1e-30)
                 << "cols " << cols << " block rows " << block_rows << " row " << r << " token " << t
                 << " of " << n_tokens;
-            ASSERT_NEAR(got[i], row_major[i], 2e-6 * magnitude + 1e-30);
+            ASSERT_NEAR(got[i], row_major[i], 0x1p-7 * magnitude + 1e-30);
+            ASSERT_NEAR(got[i], exact[i], 0x1p-8 * magnitude + 1e-30);
           }
         }
         for (const int64_t t : {int64_t{0}, n_tokens - 1}) {

@@ -684,17 +684,17 @@ TEST(ModelTest, FastIsaFp8WeightsStayCloseToExact) {
 }
 
 TEST(ModelTest, PackedFp8WeightsMatchRowMajor) {
-  // A copying load for a table with the AVX512-BF16 FP8 kernel packs FP8 matrices (16-row groups
-  // of column pairs, packed_bf16.h), and the checkpoint's bf16 ones (the lm_head) as usual. The
+  // A copying load for a table with the packed FP8 kernel packs FP8 matrices (16-row groups of
+  // column pairs, packed_bf16.h), and the checkpoint's bf16 ones (the lm_head) as usual. The
   // exact tables decode packed FP8 rows to the same float32 values: the scalar table's logits are
   // bitwise the row-major model's, the SIMD ones' differ by the packed bf16 matrices' float32
-  // rounding (ExpectPackedMatchesRowMajor). The fast kernel takes the same
-  // products in another order (one chain of pair products per output instead of 16 lane sums),
-  // so it differs by float32 rounding and the bf16 flips it causes downstream (see
-  // PackedBf16WeightsMatchRowMajor). Measured on the Zen 5 VM: mean 1.9e-3, median max 7.3e-3;
-  // a byte read from the wrong place moves every position by ~0.1 or more.
+  // rounding (ExpectPackedMatchesRowMajor). The packed kernel rounds x to bf16 before the block
+  // scales where the row-major one rounds 256 s x: against the exact logits both stay as close
+  // as FastIsaFp8WeightsStayCloseToExact asks. Measured on the Zen 5 VM: mean 1.6e-2, median max
+  // 3.8e-2 (row-major 1.3e-2 and 3.3e-2); a byte read from the wrong place moves every position
+  // by ~0.1 or more. Not thread-dependent.
   const Isa fast = Bf16DotIsa();
-  if (GetKernelTable(fast).matmul_rows_f8_bf16 == nullptr) GTEST_SKIP() << "no FP8 bf16 kernel";
+  if (GetKernelTable(fast).matmul_rows_f8_packed == nullptr) GTEST_SKIP() << "no packed FP8 kernel";
   const std::string dir = testing::MakeTestModel("tiny-v3", DType::kF8E4M3);
   const auto row_major = Model::Load(dir);
   const auto packed = Model::Load(
@@ -706,19 +706,18 @@ TEST(ModelTest, PackedFp8WeightsMatchRowMajor) {
     EXPECT_EQ(m->layout16, Layout16::kPacked16);
   }
   const auto ids = TestIds(40);
-  EXPECT_EQ(RunLogits(*packed, ids, {.chunk = 8, .isa = Isa::kScalar}),
-            RunLogits(*row_major, ids, {.chunk = 8, .isa = Isa::kScalar}));
+  const auto exact = RunLogits(*row_major, ids, {.chunk = 8, .isa = Isa::kScalar});
+  EXPECT_EQ(RunLogits(*packed, ids, {.chunk = 8, .isa = Isa::kScalar}), exact);
   ExpectPackedMatchesRowMajor(*packed, *row_major, ids, BestIsa());
   const auto fast_packed = RunLogits(*packed, ids, {.chunk = 8, .isa = fast});
-  const auto fast_row_major = RunLogits(*row_major, ids, {.chunk = 8, .isa = fast});
   const int64_t vocab = packed->config().vocab_size;
-  const DiffStats stats = Compare(fast_packed, fast_row_major, vocab);
-  std::printf("packed vs row-major fp8 (fast kernels): mean %.2e median max %.2e\n", stats.mean,
+  const DiffStats stats = Compare(exact, fast_packed, vocab);
+  std::printf("packed fp8 fast vs exact: mean %.2e median max %.2e\n", stats.mean,
               stats.median_max);
-  EXPECT_GT(stats.mean, 0.0);  // the packed kernel ran
-  EXPECT_LT(stats.mean, 5e-3);
-  EXPECT_LT(stats.median_max, 0.02);
-  EXPECT_GE(SameArgmax(fast_packed, fast_row_major, vocab), 38);
+  EXPECT_GT(stats.mean, 0.0);  // the bf16 kernels ran
+  EXPECT_LT(stats.mean, 0.03);
+  EXPECT_LT(stats.median_max, 0.08);
+  EXPECT_GE(SameArgmax(exact, fast_packed, vocab), 38);
   EXPECT_EQ(RunLogits(*packed, ids, {.chunk = 8, .threads = 1, .isa = fast}), fast_packed);
 }
 

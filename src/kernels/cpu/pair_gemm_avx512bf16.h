@@ -1,9 +1,8 @@
 // The register tiles of the AVX512-BF16 GEMM over bf16 pairs: C (+)= A B for rows of A (pair
 // words, broadcast) against 64 columns of B (4 vectors of 16 pair words per pair of k), one
 // vdpbf16ps chain per element of C over k in order, whatever the tile. Used by the prefill's
-// attention GEMM and the packed bf16 weights (kernels_avx512bf16.cc), and the packed FP8 weights
-// once widened (f8_matmul_avx512bf16.cc). Include only from translation units compiled with the
-// AVX512-BF16 flags.
+// attention GEMM and the packed bf16 weights (kernels_avx512bf16.cc). Include only from
+// translation units compiled with the AVX512-BF16 flags.
 //
 // Symbols: A [m, k_pairs] pair words (lda), B [k_pairs, 64] pair words (PairColumns), C [m, 64]
 // float32 (ldc); kk a pair of k, i a row of A and C, v a vector of 16 columns.
