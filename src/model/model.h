@@ -76,14 +76,16 @@ struct ModelLoadOptions {
   // Matrices quantised at load (kInt8 on a checkpoint not already Q8) land in huge pages either
   // way: the files are then mapped, not copied, and the quantised matrices' pages released.
   FileLoad file_load = FileLoad::kMmap;
-  // bf16 and f16 weights, and FP8 ones where `kernels` has matmul_rows_f8_bf16: copy the
-  // matrices into Layout16::kPacked16 for the SIMD kernels' outer-product form. With kCopy the files are then mapped instead of copied (the packed
-  // copies, and plain copies of the other streamed matrices, take the copy's place; norms and
-  // the embedding table are read in place). Ignored for int8 weights.
+  // bf16 and f16 weights, and FP8 ones where `kernels` has matmul_rows_f8_packed: copy the
+  // matrices into Layout16::kPacked16 for the SIMD kernels' outer-product form. With kCopy the
+  // files are then mapped instead of copied (the packed copies, and plain copies of the other
+  // streamed matrices, take the copy's place; norms and the embedding table are read in place).
+  // Ignored for int8 weights.
   bool pack_16bit = false;
   ThreadPool* pool = nullptr;  // for load-time quantisation and packing; a temporary pool if null
-  // Kernels of load-time quantisation (`--weights int8`; every table quantises bitwise alike);
-  // null: the scalar table.
+  // Kernels of load-time quantisation and packing (`--weights int8`; every table quantises
+  // bitwise alike); the table the model will run with, since it decides whether FP8 is packed
+  // (pack_16bit). null: the scalar table.
   const KernelTable* kernels = nullptr;
   std::function<void(int64_t, int64_t)> on_progress;  // (tensors bound, total)
 };

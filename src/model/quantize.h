@@ -77,8 +77,9 @@ void PackQ8Weights(ThreadPool& pool, const ModelConfig& config, ModelWeights& we
 // not the router; a tied lm_head gets its own copy) that has an even number of columns by a copy
 // in Layout16::kPacked16 (packed_bf16.h), all in one huge-page buffer, rows in parallel. For the
 // SIMD tables' outer-product kernels, which read that layout fastest (docs/performance.md).
-// Where `kernels` has matmul_rows_f8_bf16, FP8 matrices too (even columns, block_rows a multiple
-// of 16; PackF8Rows), which its kernel reads 20-40% faster packed than row-major.
+// Where `kernels` has matmul_rows_f8_packed, FP8 matrices too (even columns and block_cols,
+// block_rows a multiple of 16; PackF8Rows), which that kernel multiplies 20-70% faster than the
+// row-major kernel (docs/performance.md).
 // `replaced` (optional) is called with each replaced matrix's former bytes. Rows are packed by
 // `kernels.pack_bf16_rows` / `pack_f16_rows` where the table has them. Throws Error naming the
 // tensor and the first [row, column] holding NaN or inf.
