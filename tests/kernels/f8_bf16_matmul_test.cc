@@ -82,16 +82,12 @@ TEST_P(F8Bf16MatMulTest, MatchesDoubleReferenceAndIsBatchInvariant) {
       scalar().matmul_rows(m, 0, rows, x.data(), n_tokens, exact.data(), rows);
       for (int64_t t = 0; t < n_tokens; ++t) {
         for (int64_t r = 0; r < rows; ++r) {
-          double expected = 0.0;
-          double magnitude = 0.0;
-          for (int64_t c = 0; c < cols; ++c) {
-            const float scale =
-                scales[static_cast<size_t>(r / block_rows * col_blocks + c / block_cols)];
-            const double term = double{F8E4M3ToF32(w[static_cast<size_t>(r * cols + c)])} / 256 *
-                                ScaledBf16(scale, x[static_cast<size_t>(t * cols + c)]);
-            expected += term;
-            magnitude += std::fabs(term);
-          }
+          const RowReference ref = Fp8RowReference(
+              m, w, scales, x.data() + t * cols, r, [](float value, float scale, float xc) {
+                return double{value} / 256 * ScaledBf16(scale, xc);
+              });
+          const double expected = ref.sum;
+          const double magnitude = ref.magnitude;
           const size_t i = static_cast<size_t>(t * rows + r);
           EXPECT_NEAR(got[i], expected, 1e-6 * magnitude + 1e-30)
               << "cols " << cols << " row " << r << " token " << t;

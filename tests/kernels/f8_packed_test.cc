@@ -165,7 +165,6 @@ TEST_P(F8PackedBf16Test, MatchesDoubleReferenceAndIsBatchInvariant) {
       const int block_cols = 128;
       const std::vector<uint8_t> w = RandomFp8(rows, cols, 61);
       const std::vector<float> scales = RandomScales(rows, cols, block_rows, block_cols, 62);
-      const int64_t col_blocks = (cols + block_cols - 1) / block_cols;
       const WeightMatrix m = Fp8Matrix(w, rows, cols, scales, block_rows, block_cols);
       std::vector<uint8_t> storage;
       const WeightMatrix packed = PackedFp8(m, &storage);
@@ -179,16 +178,12 @@ TEST_P(F8PackedBf16Test, MatchesDoubleReferenceAndIsBatchInvariant) {
         scalar().matmul_rows(m, 0, rows, x.data(), n_tokens, exact.data(), rows);
         for (int64_t t = 0; t < n_tokens; ++t) {
           for (int64_t r = 0; r < rows; ++r) {
-            double expected = 0.0;
-            double magnitude = 0.0;
-            for (int64_t c = 0; c < cols; ++c) {
-              const float scale =
-                  scales[static_cast<size_t>(r / block_rows * col_blocks + c / block_cols)];
-              const double term = double{F8E4M3ToF32(w[static_cast<size_t>(r * cols + c)])} *
-                                  scale * Bf16(x[static_cast<size_t>(t * cols + c)]);
-              expected += term;
-              magnitude += std::fabs(term);
-            }
+            const RowReference ref = Fp8RowReference(m, w, scales, x.data() + t * cols, r,
+                                                     [](float value, float scale, float xc) {
+                                                       return double{value} * scale * Bf16(xc);
+                                                     });
+            const double expected = ref.sum;
+            const double magnitude = ref.magnitude;
             const size_t i = static_cast<size_t>(t * rows + r);
             ASSERT_NEAR(got[i], expected, 1e-6 * magnitude + 1e-30)
                 << "cols " << cols << " block rows " << block_rows << " row " << r << " token " << t

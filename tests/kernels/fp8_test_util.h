@@ -30,6 +30,29 @@ inline WeightMatrix Fp8Matrix(const std::vector<uint8_t>& w, int64_t rows, int64
           .block_cols = block_cols};
 }
 
+// A double-precision reference for row r of the FP8 matrix `m` over bytes `w` with `scales` (as
+// Fp8Matrix takes them) and one token's x [m.cols]: the sum over columns c of term(w's value,
+// its block's scale, x[c]), and the sum of their magnitudes (for error bounds).
+struct RowReference {
+  double sum = 0.0;
+  double magnitude = 0.0;
+};
+template <typename Term>
+RowReference Fp8RowReference(const WeightMatrix& m, const std::vector<uint8_t>& w,
+                             const std::vector<float>& scales, const float* x, int64_t r,
+                             Term&& term) {
+  const int64_t col_blocks = (m.cols + m.block_cols - 1) / m.block_cols;
+  RowReference ref;
+  for (int64_t c = 0; c < m.cols; ++c) {
+    const float scale =
+        scales[static_cast<size_t>(r / m.block_rows * col_blocks + c / m.block_cols)];
+    const double t = term(F8E4M3ToF32(w[static_cast<size_t>(r * m.cols + c)]), scale, x[c]);
+    ref.sum += t;
+    ref.magnitude += std::fabs(t);
+  }
+  return ref;
+}
+
 // [rows, 256] bytes, row r holding every E4M3 byte but the two NaNs, rotated per row (byte c +
 // 37 r; a NaN byte replaced by the one below it).
 inline std::vector<uint8_t> EveryFp8ByteRows(int64_t rows) {

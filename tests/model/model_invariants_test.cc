@@ -118,6 +118,26 @@ int SameArgmax(const std::vector<float>& a, const std::vector<float>& b, int64_t
   return same;
 }
 
+// Logits `b` against `a` from kernels that round differently: prints `what`'s mean and median
+// per-position max differences, and expects them above 0 (the kernels under test ran) and below
+// the bounds, and the argmax equal at min_same_argmax positions or more (0: not checked).
+struct CloseBounds {
+  double mean = 0;
+  float median_max = 0;
+  int min_same_argmax = 0;
+};
+void ExpectClose(const char* what, const std::vector<float>& a, const std::vector<float>& b,
+                 int64_t vocab, const CloseBounds& bounds) {
+  const DiffStats stats = Compare(a, b, vocab);
+  std::printf("%s: mean %.2e median max %.2e\n", what, stats.mean, stats.median_max);
+  EXPECT_GT(stats.mean, 0.0) << what;
+  EXPECT_LT(stats.mean, bounds.mean) << what;
+  EXPECT_LT(stats.median_max, bounds.median_max) << what;
+  if (bounds.min_same_argmax > 0) {
+    EXPECT_GE(SameArgmax(a, b, vocab), bounds.min_same_argmax) << what;
+  }
+}
+
 class ModelInvariantTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ModelInvariantTest, PrefillEqualsTokenByTokenDecode) {
@@ -524,12 +544,8 @@ TEST(ModelTest, FastIsaBf16PrefillAttentionStaysCloseToF32) {
   const int64_t vocab = model->config().vocab_size;
   const auto exact = RunLogits(*model, ids, {.chunk = 400, .path = MlaPath::kNaive});
   const auto rounded = RunLogits(*model, ids, {.chunk = 400, .path = MlaPath::kNaive, .isa = fast});
-  const DiffStats stats = Compare(exact, rounded, vocab);
-  std::printf("bf16 vs f32 prefill attention: mean %.5f median max %.5f\n", stats.mean,
-              stats.median_max);
-  EXPECT_GT(stats.mean, 0.0);  // the bf16 path ran
-  EXPECT_LT(stats.mean, 0.01);
-  EXPECT_LT(stats.median_max, 0.05);
+  ExpectClose("bf16 vs f32 prefill attention", exact, rounded, vocab,
+              {.mean = 0.01, .median_max = 0.05});
   // Each tile is one thread's work: the thread count does not change the result.
   EXPECT_EQ(
       RunLogits(*model, ids, {.chunk = 400, .path = MlaPath::kNaive, .threads = 1, .isa = fast}),
@@ -554,14 +570,9 @@ TEST(ModelTest, OddNopeHeadDimNaivePrefillMatchesAbsorbedAndBf16StaysClose) {
               1e-5);
     const Isa fast = Bf16DotIsa();
     if (GetKernelTable(fast).gemm_bf16_pairs != nullptr) {
-      const DiffStats stats = Compare(
-          naive, RunLogits(*model, ids, {.chunk = 550, .path = MlaPath::kNaive, .isa = fast}),
-          vocab);
-      std::printf("odd nope, bf16 vs f32 prefill attention: mean %.5f median max %.5f\n",
-                  stats.mean, stats.median_max);
-      EXPECT_GT(stats.mean, 0.0);
-      EXPECT_LT(stats.mean, 0.01);
-      EXPECT_LT(stats.median_max, 0.05);
+      ExpectClose("odd nope, bf16 vs f32 prefill attention", naive,
+                  RunLogits(*model, ids, {.chunk = 550, .path = MlaPath::kNaive, .isa = fast}),
+                  vocab, {.mean = 0.01, .median_max = 0.05});
     }
   }
   std::filesystem::remove_all(dir);
@@ -583,12 +594,8 @@ TEST(ModelTest, AmxTilePrefillAttentionOnTheTileModelStaysCloseToF32) {
   const auto exact = RunLogits(*model, ids, {.chunk = 150, .path = MlaPath::kNaive});
   const auto rounded =
       RunLogits(*model, ids, {.chunk = 150, .path = MlaPath::kNaive, .table = &table});
-  const DiffStats stats = Compare(exact, rounded, model->config().vocab_size);
-  std::printf("bf16 (AMX tile model) vs f32 prefill attention: mean %.5f median max %.5f\n",
-              stats.mean, stats.median_max);
-  EXPECT_GT(stats.mean, 0.0);  // the bf16 path ran
-  EXPECT_LT(stats.mean, 0.01);
-  EXPECT_LT(stats.median_max, 0.05);
+  ExpectClose("bf16 (AMX tile model) vs f32 prefill attention", exact, rounded,
+              model->config().vocab_size, {.mean = 0.01, .median_max = 0.05});
   EXPECT_EQ(RunLogits(*model, ids,
                       {.chunk = 150, .path = MlaPath::kNaive, .threads = 1, .table = &table}),
             rounded);
@@ -636,14 +643,9 @@ TEST(ModelTest, PackedBf16WeightsMatchRowMajor) {
   // moves every position by ~0.1 or more. And they do not depend on the thread count.
   const auto fast_packed = RunLogits(*packed, ids, {.chunk = 8, .isa = fast});
   const auto fast_row_major = RunLogits(*row_major, ids, {.chunk = 8, .isa = fast});
-  const int64_t vocab = packed->config().vocab_size;
-  const DiffStats stats = Compare(fast_packed, fast_row_major, vocab);
-  std::printf("packed vs row-major bf16 (fast kernels): mean %.2e median max %.2e\n", stats.mean,
-              stats.median_max);
-  EXPECT_GT(stats.mean, 0.0);  // the packed kernels ran
-  EXPECT_LT(stats.mean, 5e-3);
-  EXPECT_LT(stats.median_max, 0.02);
-  EXPECT_GE(SameArgmax(fast_packed, fast_row_major, vocab), 38);
+  ExpectClose("packed vs row-major bf16 (fast kernels)", fast_packed, fast_row_major,
+              packed->config().vocab_size,
+              {.mean = 5e-3, .median_max = 0.02, .min_same_argmax = 38});
   EXPECT_EQ(RunLogits(*packed, ids, {.chunk = 8, .threads = 1, .isa = fast}), fast_packed);
 }
 
@@ -673,13 +675,8 @@ TEST(ModelTest, FastIsaFp8WeightsStayCloseToExact) {
   const auto ids = TestIds(40);
   const auto exact = RunLogits(*model, ids, {.chunk = 8});
   const auto rounded = RunLogits(*model, ids, {.chunk = 8, .isa = fast});
-  const int64_t vocab = model->config().vocab_size;
-  const DiffStats stats = Compare(exact, rounded, vocab);
-  std::printf("fp8 fast vs exact: mean %.2e median max %.2e\n", stats.mean, stats.median_max);
-  EXPECT_GT(stats.mean, 0.0);  // the bf16 kernels ran
-  EXPECT_LT(stats.mean, 0.03);
-  EXPECT_LT(stats.median_max, 0.08);
-  EXPECT_GE(SameArgmax(exact, rounded, vocab), 38);
+  ExpectClose("fp8 fast vs exact", exact, rounded, model->config().vocab_size,
+              {.mean = 0.03, .median_max = 0.08, .min_same_argmax = 38});
   EXPECT_EQ(RunLogits(*model, ids, {.chunk = 8, .threads = 1, .isa = fast}), rounded);
 }
 
@@ -710,14 +707,8 @@ TEST(ModelTest, PackedFp8WeightsMatchRowMajor) {
   EXPECT_EQ(RunLogits(*packed, ids, {.chunk = 8, .isa = Isa::kScalar}), exact);
   ExpectPackedMatchesRowMajor(*packed, *row_major, ids, BestIsa());
   const auto fast_packed = RunLogits(*packed, ids, {.chunk = 8, .isa = fast});
-  const int64_t vocab = packed->config().vocab_size;
-  const DiffStats stats = Compare(exact, fast_packed, vocab);
-  std::printf("packed fp8 fast vs exact: mean %.2e median max %.2e\n", stats.mean,
-              stats.median_max);
-  EXPECT_GT(stats.mean, 0.0);  // the bf16 kernels ran
-  EXPECT_LT(stats.mean, 0.03);
-  EXPECT_LT(stats.median_max, 0.08);
-  EXPECT_GE(SameArgmax(exact, fast_packed, vocab), 38);
+  ExpectClose("packed fp8 fast vs exact", exact, fast_packed, packed->config().vocab_size,
+              {.mean = 0.03, .median_max = 0.08, .min_same_argmax = 38});
   EXPECT_EQ(RunLogits(*packed, ids, {.chunk = 8, .threads = 1, .isa = fast}), fast_packed);
 }
 
