@@ -85,7 +85,8 @@ struct KernelTable {
   // Optional (null: matmul_rows): matmul_rows for kF8E4M3 weights with each token's x rounded to
   // bf16 after its block scale, bf16(256 scale * x), against the weights / 256 widened exactly to
   // bf16, by bf16 dot products (cpu/f8_matmul_avx512bf16.cc). Batch invariant like matmul_rows;
-  // only the activations' rounding differs from it. `--isa fast`.
+  // only the activations' rounding differs from it. `--isa fast`. Packed weights go to
+  // matmul_rows_f8_packed, with x rounded to bf16 before the scales.
   void (*matmul_rows_f8_bf16)(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
                               const float* x, int64_t n_tokens, float* y, int64_t ldy);
   // Optional (with matmul_rows_f8_bf16): FP8 weights in Layout16::kPacked16 against activations

@@ -84,9 +84,10 @@ uint16_t PackF16ColsFrom(const uint16_t* src, int64_t cols, int64_t row_begin, i
 // per value: byte (kk, i, j) of group g, at PackedF8GroupBytes(g, cols) + 32 kk + 2 i + j, is
 // W[16 g + i, 2 kk + j]. A group's 32 bytes at pair kk, each widened to a 16-bit word, are then
 // the 16 pair words of the bf16 layout (lane i = row i, low half column 2 kk), which the
-// AVX512-BF16 kernel (KernelTable::matmul_rows_f8_bf16) multiplies as the packed bf16 GEMM does.
-// Block scales stay [row blocks, column blocks]; only matrices with an even number of columns
-// and block_rows a multiple of 16 (a group inside one row block) are packed.
+// AVX512-BF16 kernel (KernelTable::matmul_rows_f8_packed) multiplies by vdpbf16ps. Block scales
+// stay [row blocks, column blocks]; only matrices with an even number of columns, block_rows a
+// multiple of 16 (a group inside one row block) and even block_cols (a pair inside one column
+// block) are packed (Pack16BitWeights).
 inline int64_t PackedF8GroupBytes(int64_t g, int64_t cols) { return g * kBf16GroupRows * cols; }
 inline size_t PackedF8Bytes(int64_t rows, int64_t cols) {
   return static_cast<size_t>(PackedF8GroupBytes(PackedBf16Groups(rows), cols));
