@@ -38,12 +38,12 @@ struct WidenConstants {
 };
 
 // 32 FP8 E4M3 bytes as bf16 of value / 256, exactly (NaN bytes, 0x7f and 0xff, give 480 / 256:
-// the row-major kernel finds rows holding one by avx512::AnyF8Nan, packing refuses them). The byte
-// sign-extended to 16 bits and shifted left by 4 is s ssss eeee mmm 0000; keeping bits 15 and 10-4
-// and ORing 0x3800 into the exponent (e
-// + 112 < 128: no carry) is the bf16 2^(e - 15) * 1.mmm = value / 256 for e > 0. For e = 0 (zero
-// and the subnormals m * 2^-9) the word is s | 0x3800 | m << 4, which the table's word m (the
-// index: the byte's low 5 bits, 00mmm there) corrects by one xor.
+// the row-major kernel finds rows holding one by avx512::AnyF8Nan, packing refuses them). The
+// byte sign-extended to 16 bits and shifted left by 4 is s ssss eeee mmm 0000; keeping bits 15
+// and 10-4 and ORing 0x3800 into the exponent (e + 112 < 128: no carry) is the bf16
+// 2^(e - 15) * 1.mmm = value / 256 for e > 0. For e = 0 (zero and the subnormals m * 2^-9) the
+// word is s | 0x3800 | m << 4, which the table's word m (the index: the byte's low 5 bits, 00mmm
+// there) corrects by one xor.
 inline __m512bh Widen(__m256i bytes, const WidenConstants& k) {
   const __m512i s = _mm512_cvtepi8_epi16(bytes);
   const __m512i normal = _mm512_ternarylogic_epi32(_mm512_slli_epi16(s, 4), k.keep, k.bias, 0xea);
