@@ -42,6 +42,15 @@ std::string CopyModel(const std::string& name) {
   return dst;
 }
 
+// The same for tiny-v3 stored in FP8 (E4M3 with block scales).
+std::string CopyFp8Model(const std::string& name) {
+  const std::string src = testing::MakeTestModel("tiny-v3", DType::kF8E4M3);
+  const std::string dst = ::testing::TempDir() + "/broken_" + name;
+  fs::remove_all(dst);
+  fs::copy(src, dst, fs::copy_options::recursive);
+  return dst;
+}
+
 using testing::EditTensor;
 using testing::RewriteTensors;
 
@@ -112,10 +121,7 @@ TEST(LoaderErrorsTest, MissingConfigField) {
 }
 
 TEST(LoaderErrorsTest, Fp8WithoutScalesNamesTheScaleTensor) {
-  const std::string src = testing::MakeTestModel("tiny-v3", DType::kF8E4M3);
-  const std::string dir = ::testing::TempDir() + "/broken_fp8";
-  fs::remove_all(dir);
-  fs::copy(src, dir, fs::copy_options::recursive);
+  const std::string dir = CopyFp8Model("fp8");
   RewriteTensors(dir, [](std::vector<TensorToWrite>& tensors) {
     std::erase_if(tensors, [](const TensorToWrite& t) {
       return t.name == "model.layers.0.self_attn.q_a_proj.weight_scale_inv";
@@ -126,10 +132,7 @@ TEST(LoaderErrorsTest, Fp8WithoutScalesNamesTheScaleTensor) {
 }
 
 TEST(LoaderErrorsTest, Fp8ScaleThatIsNotFiniteNamesTensorAndBlock) {
-  const std::string src = testing::MakeTestModel("tiny-v3", DType::kF8E4M3);
-  const std::string dir = ::testing::TempDir() + "/broken_fp8_scale";
-  fs::remove_all(dir);
-  fs::copy(src, dir, fs::copy_options::recursive);
+  const std::string dir = CopyFp8Model("fp8_scale");
   const std::string name = "model.layers.1.mlp.experts.2.up_proj.weight_scale_inv";
   EditTensor(dir, name, [](TensorToWrite& t) {
     const float inf = INFINITY;
@@ -274,10 +277,7 @@ TEST(LoaderErrorsTest, CopyLoadRefusesInfInABf16MatrixAndNanInANorm) {
 // NaN bytes in an FP8 matrix: refused by a copying load whether the archive copies the file, the
 // matrix is copied as it is, or (for a table with the AVX512-BF16 FP8 kernel) packed.
 TEST(LoaderErrorsTest, CopyLoadRefusesNanInAnFp8MatrixAlsoWhenPackingIt) {
-  const std::string src = testing::MakeTestModel("tiny-v3", DType::kF8E4M3);
-  const std::string dir = ::testing::TempDir() + "/nonfinite_fp8";
-  fs::remove_all(dir);
-  fs::copy(src, dir, fs::copy_options::recursive);
+  const std::string dir = CopyFp8Model("nonfinite_fp8");
   const std::string name = "model.layers.1.mlp.experts.2.down_proj.weight";
   EditTensor(dir, name, [](TensorToWrite& t) {
     ASSERT_EQ(t.dtype, DType::kF8E4M3);
