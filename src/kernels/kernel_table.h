@@ -154,6 +154,10 @@ struct KernelTable {
   // included; AVX-512 as pack_bf16_rows, each 64-byte column pair reordered by one vpermw.
   uint16_t (*pack_f16_rows)(const uint16_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
                             uint16_t* dst);
+  // Optional (null: PackF8Rows itself): PackF8Rows (packed_bf16.h), bitwise, its NaN flag
+  // included; AVX-512 transposes whole groups 16 rows x 64 bytes at a time.
+  bool (*pack_f8_rows)(const uint8_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
+                       uint8_t* dst);
   // Optional (null: Bf16PairColumns itself, packed_bf16.h): Bf16PairColumns, bitwise; AVX-512
   // rounds 16 rows x 16 pairs and transposes them in registers at a time.
   void (*bf16_pair_columns)(const float* x, int64_t ldx, int64_t n_rows, int64_t n_pairs,

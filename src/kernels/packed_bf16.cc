@@ -77,11 +77,16 @@ uint16_t PackF16ColsFrom(const uint16_t* src, int64_t cols, int64_t row_begin, i
 
 bool PackF8Rows(const uint8_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
                 uint8_t* dst) {
+  return PackF8PairsFrom(src, cols, row_begin, row_end, 0, dst);
+}
+
+bool PackF8PairsFrom(const uint8_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
+                     int64_t kk_begin, uint8_t* dst) {
   uint8_t nan = 0;
   for (int64_t r = row_begin; r < row_end; ++r) {
     const uint8_t* row = src + r * cols;
     uint8_t* out = dst + PackedF8Index(cols, r, 0);
-    for (int64_t kk = 0; kk < cols / 2; ++kk) {
+    for (int64_t kk = kk_begin; kk < cols / 2; ++kk) {
       const uint8_t even = row[2 * kk];
       const uint8_t odd = row[2 * kk + 1];
       out[kk * 2 * kBf16GroupRows] = even;

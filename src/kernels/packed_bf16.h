@@ -100,6 +100,10 @@ inline int64_t PackedF8Index(int64_t cols, int64_t r, int64_t c) {
 // `dst` (PackedF8Bytes(rows, cols)); padding rows as for PackBf16Rows (0 bytes are +0). Returns
 // whether a byte it read is NaN (0x7f or 0xff; E4M3 has no inf), the load-time finiteness check.
 bool PackF8Rows(const uint8_t* src, int64_t cols, int64_t row_begin, int64_t row_end, uint8_t* dst);
+// PackF8Rows for column pairs [kk_begin, cols / 2) only (the rest of rows whose first pairs a
+// vector kernel packed, KernelTable::pack_f8_rows); whether a byte among them is NaN.
+bool PackF8PairsFrom(const uint8_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
+                     int64_t kk_begin, uint8_t* dst);
 
 // bf16 activations x [n_tokens, cols] as the AMX kernels read them ("activation tiles"): tokens
 // in blocks of 16 (the last block holds the n_tokens % 16 left, if any), each block stored as

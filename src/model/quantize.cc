@@ -332,7 +332,10 @@ void Pack16BitWeights(ThreadPool& pool, const KernelTable& kernels, const ModelC
           const int64_t end = std::min(m.rows, begin + kBf16GroupRows);
           bool nonfinite = false;
           if (m.dtype == DType::kF8E4M3) {
-            nonfinite = PackF8Rows(static_cast<const uint8_t*>(m.data), m.cols, begin, end, dst);
+            const auto* src = static_cast<const uint8_t*>(m.data);
+            nonfinite = kernels.pack_f8_rows != nullptr
+                            ? kernels.pack_f8_rows(src, m.cols, begin, end, dst)
+                            : PackF8Rows(src, m.cols, begin, end, dst);
           } else {
             nonfinite = Pack16BitRowsWith(kernels, m.dtype, static_cast<const uint16_t*>(m.data),
                                           m.cols, begin, end, dst) >= NonFinite16Threshold(m.dtype);

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -212,6 +213,43 @@ TEST_P(SimdTest, PackRowsKernelsAreBitwiseTheScalarPackers) {
           ASSERT_EQ(got_largest, largest) << where;
           ASSERT_EQ(got, expected) << where;
         }
+      }
+    }
+  }
+}
+
+// pack_f8_rows (where a table has it) is PackF8Rows bitwise, its NaN flag included: whole groups
+// and partial ones, column pairs in whole vectors of 32 and a tail, a NaN byte (either sign) in a
+// vector's columns, in the tail, or in a partial group's rows, or none.
+TEST_P(SimdTest, PackF8RowsKernelIsBitwisePackF8Rows) {
+  if (simd().pack_f8_rows == nullptr) GTEST_SKIP() << "PackF8Rows itself on this table";
+  const int64_t rows = 37;
+  for (const int64_t cols : {30, 64, 70, 2048 + 38}) {
+    std::vector<uint8_t> clean(static_cast<size_t>(rows * cols));
+    uint64_t state = static_cast<uint64_t>(cols);
+    for (uint8_t& b : clean) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      b = static_cast<uint8_t>(state >> 56);
+      if ((b & 0x7f) == 0x7f) b ^= 1;  // no NaN unless placed
+    }
+    // (row, column, byte): none, in a whole group's vector columns, in its tail, in a partial
+    // group.
+    const std::tuple<int64_t, int64_t, uint8_t> nans[] = {
+        {0, 0, 0}, {20, 1, 0xff}, {20, cols - 1, 0x7f}, {33, cols / 2, 0x7f}};
+    for (const auto& [nan_row, nan_col, nan_byte] : nans) {
+      std::vector<uint8_t> w = clean;
+      if (nan_byte != 0) w[static_cast<size_t>(nan_row * cols + nan_col)] = nan_byte;
+      const std::pair<int64_t, int64_t> ranges[] = {{0, rows}, {16, 32}, {3, 20}, {32, rows}};
+      for (const auto& [begin, end] : ranges) {
+        std::vector<uint8_t> expected(PackedF8Bytes(rows, cols), 7);
+        std::vector<uint8_t> got(expected.size(), 7);
+        const bool nan = PackF8Rows(w.data(), cols, begin, end, expected.data());
+        const std::string where = std::to_string(cols) + " [" + std::to_string(begin) + ", " +
+                                  std::to_string(end) + ") NaN at " + std::to_string(nan_row) +
+                                  ", " + std::to_string(nan_col);
+        ASSERT_EQ(nan, nan_byte != 0 && nan_row >= begin && nan_row < end) << where;
+        ASSERT_EQ(simd().pack_f8_rows(w.data(), cols, begin, end, got.data()), nan) << where;
+        ASSERT_EQ(got, expected) << where;
       }
     }
   }

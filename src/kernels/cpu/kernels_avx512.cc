@@ -444,6 +444,48 @@ uint16_t PackF16RowsV(const uint16_t* src, int64_t cols, int64_t row_begin, int6
   return PackRows16V<true>(src, cols, row_begin, row_end, reinterpret_cast<uint32_t*>(dst));
 }
 
+// pack_f8_rows: PackF8Rows (packed_bf16.h) for whole 16-row groups 32 column pairs (a cache line
+// of each row) at a time: TransposeWords16x16 leaves in vector j the 32-bit words (pairs 2 j and
+// 2 j + 1) of rows 0-15, and one vpermw puts its even 16-bit halves (pair 2 j of every row, the
+// packed pair's 32 bytes) before its odd ones (pair 2 j + 1): one 64-byte store. NaN bytes (0x7f
+// after clearing the sign) are counted by byte compares of the loaded rows. Partial groups and the
+// last cols / 2 % 32 pairs by PackF8PairsFrom. Bitwise PackF8Rows (SimdTest).
+bool PackF8RowsV(const uint8_t* src, int64_t cols, int64_t row_begin, int64_t row_end,
+                 uint8_t* dst) {
+  const int64_t vector_pairs = cols / 2 / 32 * 32;
+  alignas(64) static constexpr uint16_t kEvenThenOdd[32] = {
+      0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30,
+      1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31};
+  const __m512i even_then_odd = _mm512_load_si512(kEvenThenOdd);
+  const __m512i magnitude = _mm512_set1_epi8(0x7f);
+  bool nan = false;
+  for (int64_t r0 = row_begin; r0 < row_end;) {
+    const int64_t n = std::min(kBf16GroupRows - r0 % kBf16GroupRows, row_end - r0);
+    int64_t kk_begin = 0;  // pairs before it packed here for these rows
+    if (n == kBf16GroupRows && vector_pairs > 0) {
+      uint8_t* group = dst + PackedF8GroupBytes(r0 / kBf16GroupRows, cols);
+      __mmask64 nan_bytes = 0;
+      for (int64_t kk0 = 0; kk0 < vector_pairs; kk0 += 32) {
+        __m512i r[16];
+        for (int64_t i = 0; i < 16; ++i) {
+          r[i] = _mm512_loadu_si512(src + (r0 + i) * cols + 2 * kk0);
+          nan_bytes |= _mm512_cmpeq_epi8_mask(_mm512_and_si512(r[i], magnitude), magnitude);
+        }
+        uint8_t* out = group + kk0 * 2 * kBf16GroupRows;
+        TransposeWords16x16(r, [&](int64_t j, __m512i v) {
+          _mm512_storeu_si512(out + j * 4 * kBf16GroupRows,
+                              _mm512_permutexvar_epi16(even_then_odd, v));
+        });
+      }
+      nan = nan || nan_bytes != 0;
+      kk_begin = vector_pairs;
+    }
+    nan = PackF8PairsFrom(src, cols, r0, r0 + n, kk_begin, dst) || nan;
+    r0 += n;
+  }
+  return nan;
+}
+
 }  // namespace
 }  // namespace mlarun::avx512
 
@@ -462,6 +504,7 @@ const KernelTable& Avx512KernelTable() {
     t.bf16_pair_columns = avx512::Bf16PairColumnsV;
     t.bf16_pair_rows = avx512::Bf16PairRowsV;
     t.pack_f16_rows = avx512::PackF16RowsV;
+    t.pack_f8_rows = avx512::PackF8RowsV;
     return t;
   }();
   return table;
