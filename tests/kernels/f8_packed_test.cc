@@ -153,8 +153,9 @@ TEST_P(F8PackedBf16Test, WidensEveryByteExactly) {
 
 // Random weights and scales, row blocks of 16, 32 and 128 over 150 rows (full 64-row tiles,
 // tiles cut by a row block, a padded last group), columns 2 to 2,100 (past the 1,024 pairs the
-// buffer holds at a time), 8 tokens (two tiles in registers), 13 and 40 (a first tile of 1 or 4
-// tokens widening into the buffer, then 6-token tiles reading it): within float32 summation error
+// buffer holds at a time), 3 tokens (one tile of 4 groups), 8 and 13 (tiles of 2 groups, one or
+// two per half of a 64-row tile), 40 (a first tile of 4 tokens widening into the buffer, then
+// 6-token tiles reading it): within float32 summation error
 // of sum_c w s bf16(x) in double, within the activations' bf16 rounding (relative 2^-8) of the
 // exact kernel, and within two such roundings of the row-major one (which rounds s x instead); each
 // token alone over row ranges that cut groups and tiles (registers) bitwise the batched results.
@@ -168,7 +169,7 @@ TEST_P(F8PackedBf16Test, MatchesDoubleReferenceAndIsBatchInvariant) {
       const WeightMatrix m = Fp8Matrix(w, rows, cols, scales, block_rows, block_cols);
       std::vector<uint8_t> storage;
       const WeightMatrix packed = PackedFp8(m, &storage);
-      for (const int64_t n_tokens : {8, 13, 40}) {
+      for (const int64_t n_tokens : {3, 8, 13, 40}) {
         const std::vector<float> x = Random(static_cast<size_t>(n_tokens * cols), 63, 2.0f);
         std::vector<float> got(static_cast<size_t>(n_tokens * rows));
         std::vector<float> row_major(got.size());

@@ -16,11 +16,11 @@
 // fast`); the exact path (matmul_rows) rounds w s to float32 and keeps x. Every output is this
 // sequence whatever the tile, the batch or the row range, so results are batch invariant.
 //
-// A tile is 64 rows (4 groups in one row block) x 1-6 tokens: per pair, the 4 groups' 32 bytes
-// widened to 4 vectors of 16 pair words (lane i: row i's two columns), each multiplied by every
-// token's broadcast pair. Where the scale moves to the activations instead (the row-major kernel,
-// f8_matmul_avx512bf16.cc), a product of 512 tokens spent 16% of its time scaling them again for
-// every row block.
+// A tile is 4 groups (64 rows in one row block) x 1-6 tokens or 2 of them x 6-12 tokens: per
+// pair, each group's 32 bytes widened to a vector of 16 pair words (lane i: row i's two columns),
+// multiplied by every token's broadcast pair. Where the scale moves to the activations instead (the
+// row-major kernel, f8_matmul_avx512bf16.cc), a product of 512 tokens spent 16% of its time scaling
+// them again for every row block.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -44,16 +44,19 @@ namespace {
 constexpr int64_t kPrefetchBytes = 2048;
 // Products of this many tokens or more have their first token tile widen the weights once into a
 // bf16 buffer that 6-token tiles of the others read; fewer widen them in registers in each token
-// tile (the first from memory, the others from L2). 8,192 x 2,048 weights, 2 threads, GFLOP/s in
-// registers / through the buffer (with the scale on the activations; 2026-12-06): 7 tokens
-// 407-423 / 330-335, 10 511-516 / 432-433, 11 415-424 / 448-450, 12 438-446 / 490-503, 13 465 /
-// 429-434, 16 454-464 / 496-511, 20 514-523 / 503-516, 24 491-495 / 556-565, 28 480-490 /
-// 545-560.
-constexpr int64_t kWidenedMinTokens = 11;
-// Tokens per tile of weights widened in registers without storing them (5 x 4 accumulators, the
-// 4 widened vectors and Widen's constants fill the 32 registers; the storing first tile of up to
-// 6 tokens takes some constants from memory).
-constexpr int kRegisterTileTokens = 5;
+// tile (the first from memory, the others from L2). 2 threads, 32,768 x 2,048 weights, GFLOP/s of
+// 2-group register tiles / the buffer (2026-12-06, f8 throwaway harness, best of 3, 2 rounds):
+// 13 tokens 464-483 / 388-392, 16 475-492 / 438-479, 20 459-490 / 470-473, 24 593-601 /
+// 529-578, 30 492-557 / 591-595, 36 516-521 / 582-614.
+constexpr int64_t kWidenedMinTokens = 25;
+// Products of up to this many tokens run one tile of all 4 groups (4 n chains hide vdpbf16ps's
+// latency); more run tiles of 2 groups, which widen each group once per 2-12 tokens instead of
+// once per 1-5: 6-12 tokens 7-27% faster than 4-group tiles of <= 5 tokens (10 tokens, two
+// 5-token tiles, 2-4% slower).
+constexpr int kFourGroupMaxTokens = 5;
+// Tokens of a 2-group tile (2 x 12 accumulators, 2 widened vectors, a broadcast and Widen's 4
+// constants fill 31 of the 32 registers).
+constexpr int kTwoGroupMaxTokens = 12;
 // Column pairs widened into the buffer at a time, whole column blocks (64 rows x 2,048 columns,
 // 256 KB: in L2 while the token tiles pass; longer rows continue through C).
 constexpr int64_t kWidePairs = 1024;
@@ -89,21 +92,21 @@ struct PairSpan {
 enum class Source { kWiden, kWidenStore, kBuffer };
 
 // c[t, 16 v + i] (+)= y's sequence over span's column blocks for tokens t < NT (a: token t's pair
-// words at a + t * lda, indexed by kk) and row i of group v: per block a chain of vdpbf16ps in
-// registers, then stored as P * 256 s (block 0) or fma(P, 256 s, c). wide: [pairs of the span,
-// 64] words, group v at column 16 v, written (kWidenStore) or read (kBuffer).
-template <int NT, Source kSource>
+// words at a + t * lda, indexed by kk) and row i of group v < G (groups.bytes[v]): per block a
+// chain of vdpbf16ps in registers, then stored as P * 256 s (block 0) or fma(P, 256 s, c). wide:
+// [pairs of the span, 64] words, group v at column 16 v, written (kWidenStore) or read (kBuffer).
+template <int G, int NT, Source kSource>
 [[gnu::noinline]] void F8Tile(const GroupTile& groups, const PairSpan& span, const uint32_t* a,
                               int64_t lda, const WidenConstants& k, uint32_t* wide, float* c,
                               int64_t ldc) {
   for (int64_t b0 = span.kk0; b0 < span.kk1;) {
     const int64_t cb = b0 / span.block_pairs;
     const int64_t b1 = std::min(span.kk1, (cb + 1) * span.block_pairs);
-    __m512 acc[NT][4];
-    Unrolled<NT>([&](auto t) { Unrolled<4>([&](auto v) { acc[t][v] = _mm512_setzero_ps(); }); });
+    __m512 acc[NT][G];
+    Unrolled<NT>([&](auto t) { Unrolled<G>([&](auto v) { acc[t][v] = _mm512_setzero_ps(); }); });
     for (int64_t kk = b0; kk < b1; ++kk) {
-      __m512bh b[4];
-      Unrolled<4>([&](auto v) {
+      __m512bh b[G];
+      Unrolled<G>([&](auto v) {
         uint32_t* words = wide + (kk - span.kk0) * 64 + v * 16;
         if constexpr (kSource == Source::kBuffer) {
           b[v] = (__m512bh)_mm512_loadu_si512(words);
@@ -118,12 +121,12 @@ template <int NT, Source kSource>
       });
       Unrolled<NT>([&](auto t) {
         const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[t * lda + kk]));
-        Unrolled<4>([&](auto v) { acc[t][v] = _mm512_dpbf16_ps(acc[t][v], av, b[v]); });
+        Unrolled<G>([&](auto v) { acc[t][v] = _mm512_dpbf16_ps(acc[t][v], av, b[v]); });
       });
     }
     const __m512 scale = _mm512_set1_ps(span.scales256[cb]);
     Unrolled<NT>([&](auto t) {
-      Unrolled<4>([&](auto v) {
+      Unrolled<G>([&](auto v) {
         float* out = c + t * ldc + v * 16;
         const __mmask16 m = groups.masks[v];
         const __m512 y = cb == 0 ? _mm512_mul_ps(acc[t][v], scale)
@@ -142,28 +145,42 @@ template <int NT, Source kSource>
                                    int64_t lda, int64_t n_tokens, const WidenConstants& k,
                                    uint32_t* wide, float* c, int64_t ldc) {
   for (int64_t t = 0; t < n_tokens; t += 6) {
-    F8Tile<6, Source::kBuffer>(groups, span, a + t * lda, lda, k, wide, c + t * ldc, ldc);
+    F8Tile<4, 6, Source::kBuffer>(groups, span, a + t * lda, lda, k, wide, c + t * ldc, ldc);
   }
 }
 
 // C [n_tokens, 64] = the tile's groups against x (pair words [n_tokens, pairs]) over all pairs:
-// below kWidenedMinTokens in register tiles of near-equal widths (6 tokens as 3 + 3: a tile of 1
-// or 2 tokens keeps too few chains to hide vdpbf16ps's latency); from there, per chunk of pairs,
-// a first tile of 1-6 tokens widens the weights into the buffer while it computes, so that the
-// other tokens' tiles are all of 6 tokens.
+// up to kFourGroupMaxTokens tokens in one tile of the 4 groups; up to kWidenedMinTokens - 1 in
+// tiles of 2 groups (each half of the tile in tiles of near-equal widths <= 12, the first from
+// memory, a second from L2); from there, per chunk of pairs, a first tile of 1-6 tokens widens
+// the weights into the buffer while it computes, so that the other tokens' tiles are all of 6
+// tokens.
 void TileAllTokens(const GroupTile& groups, int64_t pairs, int64_t block_pairs,
                    const float* scales256, const uint32_t* x, int64_t n_tokens,
                    const WidenConstants& k, float* c, int64_t ldc) {
   if (n_tokens < kWidenedMinTokens) {
     const PairSpan span{.kk0 = 0, .kk1 = pairs, .block_pairs = block_pairs, .scales256 = scales256};
-    const int64_t n_tiles = (n_tokens + kRegisterTileTokens - 1) / kRegisterTileTokens;
-    for (int64_t i = 0, t = 0; i < n_tiles; ++i) {
-      const int64_t width = (n_tokens - t) / (n_tiles - i);
-      detail::TokenTileOfWidth<kRegisterTileTokens>(width, t, [&](auto nt, int64_t t0) {
-        F8Tile<decltype(nt)::value, Source::kWiden>(groups, span, x + t0 * pairs, pairs, k, nullptr,
-                                                    c + t0 * ldc, ldc);
+    if (n_tokens <= kFourGroupMaxTokens) {
+      detail::TokenTileOfWidth<kFourGroupMaxTokens>(n_tokens, 0, [&](auto nt, int64_t) {
+        F8Tile<4, decltype(nt)::value, Source::kWiden>(groups, span, x, pairs, k, nullptr, c, ldc);
       });
-      t += width;
+      return;
+    }
+    const int64_t n_tiles = (n_tokens + kTwoGroupMaxTokens - 1) / kTwoGroupMaxTokens;
+    for (int h = 0; h < 2; ++h) {  // groups 2 h and 2 h + 1, at column 32 h of c
+      GroupTile two = groups;
+      for (int v = 0; v < 2; ++v) {
+        two.bytes[v] = groups.bytes[2 * h + v];
+        two.masks[v] = groups.masks[2 * h + v];
+      }
+      for (int64_t i = 0, t = 0; i < n_tiles; ++i) {
+        const int64_t width = (n_tokens - t) / (n_tiles - i);
+        detail::TokenTileOfWidth<kTwoGroupMaxTokens>(width, t, [&](auto nt, int64_t t0) {
+          F8Tile<2, decltype(nt)::value, Source::kWiden>(two, span, x + t0 * pairs, pairs, k,
+                                                         nullptr, c + t0 * ldc + 32 * h, ldc);
+        });
+        t += width;
+      }
     }
     return;
   }
@@ -177,8 +194,8 @@ void TileAllTokens(const GroupTile& groups, int64_t pairs, int64_t block_pairs,
                         .block_pairs = block_pairs,
                         .scales256 = scales256};
     detail::TokenTileOfWidth<6>(first, 0, [&](auto nt, int64_t) {
-      F8Tile<decltype(nt)::value, Source::kWidenStore>(groups, span, x, pairs, k, wide.data(), c,
-                                                       ldc);
+      F8Tile<4, decltype(nt)::value, Source::kWidenStore>(groups, span, x, pairs, k, wide.data(), c,
+                                                          ldc);
     });
     BufferTiles(groups, span, x + first * pairs, pairs, n_tokens - first, k, wide.data(),
                 c + first * ldc, ldc);
