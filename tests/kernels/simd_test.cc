@@ -696,9 +696,9 @@ void CheckPackedMatMul(const KernelTable& k, DType dtype) {
       }
     }
     // Smaller batches, bitwise the first tokens of the whole one: AVX512-BF16 runs 3-5 tokens as
-    // one tile that brings the weights in, and 22 / 23 / 26 as tiles of 6 and a last one of 4, 5
-    // and 2.
-    for (int64_t n_tokens : {3, 4, 5, 22, 23, 26}) {
+    // one tile that brings the weights in, 7 / 13 / 20 as halves of 32 columns in one or two
+    // tiles each (PairGemmHalves), and 22 / 23 / 26 as tiles of 6 and a last one of 4, 5 and 2.
+    for (int64_t n_tokens : {3, 4, 5, 7, 13, 20, 22, 23, 26}) {
       std::vector<float> fewer(static_cast<size_t>(n_tokens * rows));
       run(0, rows, 0, n_tokens, fewer.data());
       ASSERT_TRUE(std::equal(fewer.begin(), fewer.end(), batched.begin())) << n_tokens;

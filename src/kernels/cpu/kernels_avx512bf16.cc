@@ -476,7 +476,11 @@ void MatMulRowsPackedBf16(const WeightMatrix& w, int64_t row_begin, int64_t row_
     // The next block of the range, if any, is fetched into L2 while this one is in use.
     const int64_t next_words =
         (g0 + 4) * kBf16GroupRows < row_end && g0 + 4 < g_end ? PackedBf16GroupWords(4, cols) : 0;
-    PairGemmRows<true>(n_tokens, pairs, x, pairs, columns, c, ldc, false, next_words);
+    if (n_tokens >= kHalfTileMinRows && n_tokens <= kHalfTileMaxRows) {
+      PairGemmHalves(n_tokens, pairs, x, pairs, columns, c, ldc);
+    } else {
+      PairGemmRows<true>(n_tokens, pairs, x, pairs, columns, c, ldc, false, next_words);
+    }
     if (!whole) {
       for (int64_t t = 0; t < n_tokens; ++t) {
         for (int64_t j = 0; j < 64; ++j) {
