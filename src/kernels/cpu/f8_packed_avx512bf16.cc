@@ -52,7 +52,7 @@ constexpr int64_t kWidenedMinTokens = 25;
 // Products of up to this many tokens run one tile of all 4 groups (4 n chains hide vdpbf16ps's
 // latency); more run tiles of 2 groups, which widen each group once per 2-12 tokens instead of
 // once per 1-5: 6-12 tokens 7-27% faster than 4-group tiles of <= 5 tokens (10 tokens, two
-// 5-token tiles, 2-4% slower).
+// 5-token tiles, 2-8% slower).
 constexpr int kFourGroupMaxTokens = 5;
 // Tokens of a 2-group tile (2 x 12 accumulators, 2 widened vectors, a broadcast and Widen's 4
 // constants fill 31 of the 32 registers).
