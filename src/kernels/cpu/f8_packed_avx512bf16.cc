@@ -167,7 +167,7 @@ void TileAllTokens(const GroupTile& groups, int64_t pairs, int64_t block_pairs,
       return;
     }
     const int64_t n_tiles = (n_tokens + kTwoGroupMaxTokens - 1) / kTwoGroupMaxTokens;
-    for (int h = 0; h < 2; ++h) {  // groups 2 h and 2 h + 1, at column 32 h of c
+    for (int64_t h = 0; h < 2; ++h) {  // groups 2 h and 2 h + 1, at column 32 h of c
       GroupTile two = groups;
       for (int v = 0; v < 2; ++v) {
         two.bytes[v] = groups.bytes[2 * h + v];

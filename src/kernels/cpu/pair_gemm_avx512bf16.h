@@ -165,7 +165,7 @@ constexpr int64_t kHalfTileMaxRows = 20;
 inline void PairGemmHalves(int64_t m, int64_t k_pairs, const uint32_t* a, int64_t lda,
                            const PairColumns& cols, float* c, int64_t ldc) {
   const int64_t n_tiles = (m + 11) / 12;
-  for (int h = 0; h < 2; ++h) {
+  for (int64_t h = 0; h < 2; ++h) {
     PairColumns half = cols;
     for (int v = 0; v < 2; ++v) {
       half.b[v] = cols.b[2 * h + v];
