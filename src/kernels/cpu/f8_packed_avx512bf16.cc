@@ -166,21 +166,13 @@ void TileAllTokens(const GroupTile& groups, int64_t pairs, int64_t block_pairs,
       });
       return;
     }
-    const int64_t n_tiles = (n_tokens + kTwoGroupMaxTokens - 1) / kTwoGroupMaxTokens;
     for (int64_t h = 0; h < 2; ++h) {  // groups 2 h and 2 h + 1, at column 32 h of c
-      GroupTile two = groups;
-      for (int v = 0; v < 2; ++v) {
-        two.bytes[v] = groups.bytes[2 * h + v];
-        two.masks[v] = groups.masks[2 * h + v];
-      }
-      for (int64_t i = 0, t = 0; i < n_tiles; ++i) {
-        const int64_t width = (n_tokens - t) / (n_tiles - i);
-        detail::TokenTileOfWidth<kTwoGroupMaxTokens>(width, t, [&](auto nt, int64_t t0) {
-          F8Tile<2, decltype(nt)::value, Source::kWiden>(two, span, x + t0 * pairs, pairs, k,
-                                                         nullptr, c + t0 * ldc + 32 * h, ldc);
-        });
-        t += width;
-      }
+      const GroupTile two{.bytes = {groups.bytes[2 * h], groups.bytes[2 * h + 1]},
+                          .masks = {groups.masks[2 * h], groups.masks[2 * h + 1]}};
+      ForEachEvenTokenTile<kTwoGroupMaxTokens>(n_tokens, [&](auto nt, int64_t t0, int64_t) {
+        F8Tile<2, decltype(nt)::value, Source::kWiden>(two, span, x + t0 * pairs, pairs, k, nullptr,
+                                                       c + t0 * ldc + 32 * h, ldc);
+      });
     }
     return;
   }

@@ -164,29 +164,21 @@ constexpr int64_t kHalfTileMaxRows = 20;
 
 inline void PairGemmHalves(int64_t m, int64_t k_pairs, const uint32_t* a, int64_t lda,
                            const PairColumns& cols, float* c, int64_t ldc) {
-  const int64_t n_tiles = (m + 11) / 12;
   for (int64_t h = 0; h < 2; ++h) {
-    PairColumns half = cols;
-    for (int v = 0; v < 2; ++v) {
-      half.b[v] = cols.b[2 * h + v];
-      half.masks[v] = cols.masks[2 * h + v];
-    }
-    for (int64_t i = 0, row = 0; i < n_tiles; ++i) {
-      const int64_t width = (m - row) / (n_tiles - i);
-      detail::TokenTileOfWidth<12>(width, row, [&](auto mr, int64_t r0) {
-        constexpr int kRows = decltype(mr)::value;
-        const uint32_t* a_tile = a + r0 * lda;
-        float* c_tile = c + r0 * ldc + 32 * h;
-        if (i == 0) {
-          PairGemmTile<kRows, PairPrefetch::kAhead, 2>(k_pairs, a_tile, lda, half, c_tile, ldc,
-                                                       false);
-        } else {
-          PairGemmTile<kRows, PairPrefetch::kNone, 2>(k_pairs, a_tile, lda, half, c_tile, ldc,
-                                                      false);
-        }
-      });
-      row += width;
-    }
+    const PairColumns half{.b = {cols.b[2 * h], cols.b[2 * h + 1]},
+                           .ldb = cols.ldb,
+                           .masks = {cols.masks[2 * h], cols.masks[2 * h + 1]}};
+    ForEachEvenTokenTile<12>(m, [&](auto mr, int64_t r0, int64_t i) {
+      constexpr int kRows = decltype(mr)::value;
+      const uint32_t* a_tile = a + r0 * lda;
+      float* c_tile = c + r0 * ldc + 32 * h;
+      if (i == 0) {
+        PairGemmTile<kRows, PairPrefetch::kAhead, 2>(k_pairs, a_tile, lda, half, c_tile, ldc,
+                                                     false);
+      } else {
+        PairGemmTile<kRows, PairPrefetch::kNone, 2>(k_pairs, a_tile, lda, half, c_tile, ldc, false);
+      }
+    });
   }
 }
 
