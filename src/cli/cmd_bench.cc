@@ -23,6 +23,7 @@ struct BenchArgs {
   std::string kv_dtype = "bf16";
   int repeats = 3;
   bool json = false;
+  bool products = false;  // the decode's weight products by shape (ExecMeter::shapes)
 };
 
 // The index of the median of `v` (non-empty; the upper one of an even count).
@@ -34,6 +35,50 @@ size_t MedianIndex(const std::vector<double>& v) {
 }
 
 double Median(const std::vector<double>& v) { return v.empty() ? 0.0 : v[MedianIndex(v)]; }
+
+// The decode's weight products by shape, the longest total time first.
+std::vector<ExecMeter::ProductShape> LongestFirst(std::vector<ExecMeter::ProductShape> shapes) {
+  std::stable_sort(shapes.begin(), shapes.end(),
+                   [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
+  return shapes;
+}
+
+// --products for --json and for the table: `decode_seconds` is the decode's time, `tokens` the
+// tokens it decoded.
+nlohmann::json ProductsJson(const std::vector<ExecMeter::ProductShape>& shapes,
+                            double decode_seconds, int tokens) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const ExecMeter::ProductShape& s : LongestFirst(shapes)) {
+    out.push_back({{"jobs", s.jobs},
+                   {"rows", s.rows},
+                   {"cols", s.cols},
+                   {"tokens", s.tokens},
+                   {"weight_bytes_per_call", s.weight_bytes},
+                   {"calls_per_decoded_token", static_cast<double>(s.calls) / tokens},
+                   {"us_per_call", 1e6 * s.seconds / static_cast<double>(s.calls)},
+                   {"gb_s", static_cast<double>(s.weight_bytes * s.calls) / s.seconds / 1e9},
+                   {"decode_time_fraction", s.seconds / decode_seconds}});
+  }
+  return out;
+}
+
+void PrintProducts(int32_t depth, const std::vector<ExecMeter::ProductShape>& shapes,
+                   double decode_seconds, int tokens) {
+  std::printf(
+      "decode products at depth %d (the round of the median decode rate), longest first:\n"
+      "%6s %15s %6s %9s %12s %10s %8s %12s\n",
+      depth, "jobs", "rows x cols", "tokens", "MB/call", "calls/token", "us/call", "GB/s",
+      "decode time");
+  for (const ExecMeter::ProductShape& s : LongestFirst(shapes)) {
+    std::printf("%6lld %6lld x %-6lld %6lld %9.2f %12.2f %10.1f %8.2f %11.1f%%\n",
+                static_cast<long long>(s.jobs), static_cast<long long>(s.rows),
+                static_cast<long long>(s.cols), static_cast<long long>(s.tokens),
+                static_cast<double>(s.weight_bytes) / 1e6, static_cast<double>(s.calls) / tokens,
+                1e6 * s.seconds / static_cast<double>(s.calls),
+                static_cast<double>(s.weight_bytes * s.calls) / s.seconds / 1e9,
+                100.0 * s.seconds / decode_seconds);
+  }
+}
 
 double Seconds(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -108,6 +153,7 @@ int RunBench(const BenchArgs& args) {
     // Of each decode run: the shares of its time in weight products and in attention, and the
     // products' read rate.
     std::vector<double> product_shares, product_rates, attention_shares;
+    std::vector<std::vector<ExecMeter::ProductShape>> shapes;  // --products: each round's
   };
   std::vector<DepthRun> runs;
   for (int32_t depth : depths) {
@@ -141,7 +187,7 @@ int RunBench(const BenchArgs& args) {
       Prefill(*model, exec, cache, seq, prompt, {.prefill_chunk = args.prompt});
       run.prefill_rates.push_back(args.prompt / Seconds(start));
       int32_t token = prompt.back();
-      ExecMeter meter;
+      ExecMeter meter{.by_shape = args.products};
       exec.meter = &meter;
       start = std::chrono::steady_clock::now();
       for (int i = 0; i < args.decode; ++i) {
@@ -161,6 +207,7 @@ int RunBench(const BenchArgs& args) {
                                             meter.product_seconds / 1e9
                                       : 0.0);
       run.attention_shares.push_back(meter.attention_seconds / decode_seconds);
+      run.shapes.push_back(std::move(meter.shapes));
       cache.RemoveSequence(seq);
       const double probe_gb_s = probe.Measure(exec);
       run.probes.push_back(probe_gb_s);
@@ -212,7 +259,12 @@ int RunBench(const BenchArgs& args) {
                                    {"decode_product_gb_s", product_gb_s},
                                    {"decode_attention_time_fraction", attention_share},
                                    {"decode_drop_vs_first_depth", drop}};
-      std::printf("%s\n", line.dump().c_str());
+      nlohmann::json out = line;
+      if (args.products) {
+        out["decode_products"] = ProductsJson(
+            run.shapes[median_round], args.decode / run.decode_rates[median_round], args.decode);
+      }
+      std::printf("%s\n", out.dump().c_str());
     } else {
       std::printf(
           "%8d %8d %12.1f %8d %12.2f %14lld %10.2f %10.2f %8.1f%% %8.1f%% %10.2f %8.1f%% %6.1f%%\n",
@@ -220,6 +272,12 @@ int RunBench(const BenchArgs& args) {
           static_cast<long long>(bytes), gb_s, Median(run.probes), 100.0 * fraction,
           100.0 * product_share, product_gb_s, 100.0 * attention_share, 100.0 * drop);
     }
+  }
+  for (const DepthRun& run : runs) {
+    if (args.json || !args.products) break;
+    const size_t median_round = MedianIndex(run.decode_rates);
+    PrintProducts(run.depth, run.shapes[median_round], args.decode / run.decode_rates[median_round],
+                  args.decode);
   }
   // Timed by the first int8 prefill batch on AMX-INT8 tables (never for bf16 weights).
   if (!args.json && weights == "int8" && exec.k.matmul_rows_q8_tiles != nullptr) {
@@ -252,6 +310,9 @@ void RegisterBench(CLI::App& app, int* exit_code) {
                   "reported)")
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "One JSON object per line per measurement");
+  cmd->add_flag("--products", args->products,
+                "Also list the decode's weight products by shape (jobs per parallel region, the "
+                "first matrix's rows x cols): calls per token, time and GB/s of each");
   cmd->callback([args, exit_code] { *exit_code = RunBench(*args); });
 }
 

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <vector>
 
 #include "core/scratch_arena.h"
 #include "core/thread_pool.h"
@@ -271,6 +272,19 @@ struct ExecMeter {
   int64_t product_weight_bytes = 0;
   int64_t product_batches = 0;  // MatMulBatch calls (parallel regions)
   double attention_seconds = 0.0;
+  // MatMulBatch calls of one shape (`mlarun bench --products`): the number of jobs, the first
+  // job's rows x cols and tokens, and the weight bytes of the whole call.
+  struct ProductShape {
+    int64_t jobs = 0;
+    int64_t rows = 0;
+    int64_t cols = 0;
+    int64_t tokens = 0;
+    int64_t weight_bytes = 0;  // per call
+    int64_t calls = 0;
+    double seconds = 0.0;
+  };
+  bool by_shape = false;  // also fill `shapes`, in the order each shape first ran
+  std::vector<ProductShape> shapes;
 };
 
 // What a kernel call needs: the worker threads and the kernels of the chosen ISA.

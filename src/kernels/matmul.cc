@@ -203,6 +203,24 @@ void PairForm(Exec& exec, const float* x, int64_t n_tokens, int64_t cols, float*
   });
 }
 
+// Adds a MatMulBatch call to its shape's entry in meter->shapes (a new one for a new shape).
+void AddToShape(ExecMeter* meter, std::span<const MatMulJob> jobs, int64_t bytes, double seconds) {
+  const MatMulJob& first = jobs.front();
+  const ExecMeter::ProductShape key{.jobs = static_cast<int64_t>(jobs.size()),
+                                    .rows = first.row_end - first.row_begin,
+                                    .cols = first.w->cols,
+                                    .tokens = first.n_tokens,
+                                    .weight_bytes = bytes};
+  auto same = [&](const ExecMeter::ProductShape& s) {
+    return s.jobs == key.jobs && s.rows == key.rows && s.cols == key.cols &&
+           s.tokens == key.tokens && s.weight_bytes == key.weight_bytes;
+  };
+  auto it = std::find_if(meter->shapes.begin(), meter->shapes.end(), same);
+  if (it == meter->shapes.end()) it = meter->shapes.insert(meter->shapes.end(), key);
+  ++it->calls;
+  it->seconds += seconds;
+}
+
 }  // namespace
 
 void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs) {
@@ -292,11 +310,14 @@ void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs) {
     }
   });
   if (exec.meter != nullptr) {
-    exec.meter->product_seconds +=
+    const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    for (const MatMulJob& job : jobs)
-      exec.meter->product_weight_bytes += WeightBytes(*job.w, job.row_begin, job.row_end);
+    int64_t bytes = 0;
+    for (const MatMulJob& job : jobs) bytes += WeightBytes(*job.w, job.row_begin, job.row_end);
+    exec.meter->product_seconds += seconds;
+    exec.meter->product_weight_bytes += bytes;
     ++exec.meter->product_batches;
+    if (exec.meter->by_shape && !jobs.empty()) AddToShape(exec.meter, jobs, bytes, seconds);
   }
 }
 

@@ -154,6 +154,35 @@ def main():
     print(("PASS" if ok else "FAIL") + " bench --json names kv_dtype and isa; int8 cache rows add fewer bytes; one round's drop = 1 - the rates' ratio")
     if not ok:
         failures.append("bench --json kv_dtype")
+    # --products: the decode's products by shape, whose calls read the bytes of every weight
+    # multiplied per token (all of the bytes per decoded token but the f32 embedding row and the
+    # mean context of 8 + 4 / 2 cache rows) and take part of the decode's time.
+    with open(os.path.join(model, "config.json")) as f:
+        hidden = json.load(f)["hidden_size"]
+    kv_row_bytes = ((lines[1]["bytes_per_decoded_token"] - lines[0]["bytes_per_decoded_token"]) // 64
+                    if len(lines) == 2 else 0)
+    rp = run([bin_, "bench", "--model", model, "-t", "1", "--depth", "0", "-p", "8", "-n", "4",
+              "--repeats", "1", "--products", "--json"])
+    linesp = [json.loads(l) for l in rp.stdout.splitlines() if l.strip()]
+    shapes = linesp[0].get("decode_products", []) if len(linesp) == 1 else []
+    product_fields = {"jobs", "rows", "cols", "tokens", "weight_bytes_per_call",
+                      "calls_per_decoded_token", "us_per_call", "gb_s", "decode_time_fraction"}
+    ok = (rp.returncode == 0 and len(shapes) > 1 and all(set(p) == product_fields for p in shapes) and
+          all(p["jobs"] >= 1 and p["tokens"] == 1 and p["calls_per_decoded_token"] > 0 and
+              p["gb_s"] > 0 for p in shapes) and
+          [p["decode_time_fraction"] for p in shapes] ==
+          sorted((p["decode_time_fraction"] for p in shapes), reverse=True) and
+          abs(sum(p["decode_time_fraction"] for p in shapes) -
+              linesp[0]["decode_product_time_fraction"]) < 1e-9 and
+          abs(sum(p["weight_bytes_per_call"] * p["calls_per_decoded_token"] for p in shapes) -
+              (linesp[0]["bytes_per_decoded_token"] - 4 * hidden - 10 * kv_row_bytes)) < 1e-3)
+    rt = run([bin_, "bench", "--model", model, "-t", "1", "--depth", "0", "-p", "8", "-n", "4",
+              "--repeats", "1", "--products"])
+    ok = ok and rt.returncode == 0 and "decode products at depth 0" in rt.stdout
+    print(("PASS" if ok else "FAIL") + " bench --products: shapes longest first, their time = the products' share, their bytes = the weights less the embedding row")
+    if not ok:
+        print(rp.stdout, rp.stderr, rt.stdout)
+        failures.append("bench --products")
     # --weights bf16 rounds the f32 model's matrices to bf16 at load: about half the bytes.
     rb = run([bin_, "bench", "--model", model, "-t", "1", "--depth", "0", "-p", "8", "-n", "4",
               "--repeats", "1", "--weights", "bf16", "--json"])

@@ -221,7 +221,8 @@ TEST(ModelTest, AbsorbedMlaMatchesNaiveMla) {
 // embedding row, which is looked up, not multiplied; absorbed MLA reads the per-head W_uk^T copies
 // instead of kv_b_proj's W_uk rows (the same bytes but for Q8's column padding, which the tiny
 // models' 16-wide heads show). Products and attention take part of the forward pass's time,
-// never more than all of it. Both MLA paths, dense and MoE layers, GQA, bf16 and int8 weights.
+// never more than all of it, and the products by shape add up to them. Both MLA paths, dense and
+// MoE layers, GQA, bf16 and int8 weights.
 TEST(ModelTest, ExecMeterCountsEachWeightOncePerDecodedToken) {
   for (const auto& [preset, format] : {std::pair{"tiny-v2-lite", WeightFormat::kAsLoaded},
                                        {"tiny-v3", WeightFormat::kAsLoaded},
@@ -245,7 +246,7 @@ TEST(ModelTest, ExecMeterCountsEachWeightOncePerDecodedToken) {
       KvCache cache(model->MakeKvLayout(DType::kF32), {.block_size = 16, .budget_bytes = 16 << 20});
       const int32_t seq = cache.AddSequence();
       std::vector<float> logits(static_cast<size_t>(c.vocab_size));
-      ExecMeter meter;
+      ExecMeter meter{.by_shape = true};
       double seconds = 0.0;
       for (int32_t pos = 0; pos < 6; ++pos) {
         if (pos == 5) exec.meter = &meter;
@@ -262,6 +263,24 @@ TEST(ModelTest, ExecMeterCountsEachWeightOncePerDecodedToken) {
       EXPECT_GT(meter.product_seconds, 0.0) << preset;
       EXPECT_GT(meter.attention_seconds, 0.0) << preset;
       EXPECT_LE(meter.product_seconds + meter.attention_seconds, seconds) << preset;
+      // By shape (bench --products): the same calls, bytes and time, split; absorbed MLA's W_uk^T
+      // products are one call of n_head jobs of [kv_lora_rank, qk_nope_head_dim].
+      int64_t calls = 0;
+      int64_t bytes = 0;
+      double shape_seconds = 0.0;
+      bool w_uk_t_batch = false;
+      for (const ExecMeter::ProductShape& s : meter.shapes) {
+        calls += s.calls;
+        bytes += s.calls * s.weight_bytes;
+        shape_seconds += s.seconds;
+        EXPECT_GE(s.tokens, 1) << preset;  // naive MLA re-expands all 6 cache rows
+        w_uk_t_batch |= s.jobs == c.num_attention_heads && s.rows == c.kv_lora_rank &&
+                        s.cols == c.qk_nope_head_dim;
+      }
+      EXPECT_EQ(calls, meter.product_batches) << preset;
+      EXPECT_EQ(bytes, meter.product_weight_bytes) << preset;
+      EXPECT_NEAR(shape_seconds, meter.product_seconds, 1e-9) << preset;
+      EXPECT_EQ(w_uk_t_batch, absorbed) << preset;
     }
   }
 }
