@@ -36,6 +36,12 @@ size_t MedianIndex(const std::vector<double>& v) {
 
 double Median(const std::vector<double>& v) { return v.empty() ? 0.0 : v[MedianIndex(v)]; }
 
+// The GB/s of a product shape's calls (0 for a shape timed at 0 s, which a nanosecond clock does
+// not give).
+double ShapeGbS(const ExecMeter::ProductShape& s) {
+  return s.seconds > 0.0 ? static_cast<double>(s.weight_bytes * s.calls) / s.seconds / 1e9 : 0.0;
+}
+
 // The decode's weight products by shape, the longest total time first.
 std::vector<ExecMeter::ProductShape> LongestFirst(std::vector<ExecMeter::ProductShape> shapes) {
   std::stable_sort(shapes.begin(), shapes.end(),
@@ -56,7 +62,7 @@ nlohmann::json ProductsJson(const std::vector<ExecMeter::ProductShape>& shapes,
                    {"weight_bytes_per_call", s.weight_bytes},
                    {"calls_per_decoded_token", static_cast<double>(s.calls) / tokens},
                    {"us_per_call", 1e6 * s.seconds / static_cast<double>(s.calls)},
-                   {"gb_s", static_cast<double>(s.weight_bytes * s.calls) / s.seconds / 1e9},
+                   {"gb_s", ShapeGbS(s)},
                    {"decode_time_fraction", s.seconds / decode_seconds}});
   }
   return out;
@@ -74,8 +80,7 @@ void PrintProducts(int32_t depth, const std::vector<ExecMeter::ProductShape>& sh
                 static_cast<long long>(s.jobs), static_cast<long long>(s.rows),
                 static_cast<long long>(s.cols), static_cast<long long>(s.tokens),
                 static_cast<double>(s.weight_bytes) / 1e6, static_cast<double>(s.calls) / tokens,
-                1e6 * s.seconds / static_cast<double>(s.calls),
-                static_cast<double>(s.weight_bytes * s.calls) / s.seconds / 1e9,
+                1e6 * s.seconds / static_cast<double>(s.calls), ShapeGbS(s),
                 100.0 * s.seconds / decode_seconds);
   }
 }
