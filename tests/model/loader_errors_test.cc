@@ -32,9 +32,10 @@ std::string LoadError(const std::string& dir) {
   return "";
 }
 
-// Copies a generated model into a fresh directory for corruption.
-std::string CopyModel(const std::string& name) {
-  const std::string src = testing::MakeTestModel("tiny-v2-lite");
+// Copies a generated model (tiny-v2-lite unless told) into a fresh directory for corruption.
+std::string CopyModel(const std::string& name, const std::string& preset = "tiny-v2-lite",
+                      DType dtype = DType::kF32) {
+  const std::string src = testing::MakeTestModel(preset, dtype);
   const std::string dst = ::testing::TempDir() + "/broken_" + name;
   fs::remove_all(dst);
   fs::create_directories(dst);
@@ -44,11 +45,7 @@ std::string CopyModel(const std::string& name) {
 
 // The same for tiny-v3 stored in FP8 (E4M3 with block scales).
 std::string CopyFp8Model(const std::string& name) {
-  const std::string src = testing::MakeTestModel("tiny-v3", DType::kF8E4M3);
-  const std::string dst = ::testing::TempDir() + "/broken_" + name;
-  fs::remove_all(dst);
-  fs::copy(src, dst, fs::copy_options::recursive);
-  return dst;
+  return CopyModel(name, "tiny-v3", DType::kF8E4M3);
 }
 
 using testing::EditTensor;
