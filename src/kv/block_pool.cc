@@ -18,15 +18,20 @@ BlockPool::BlockPool(const KvLayout& layout, const BlockPoolOptions& options)
     : layout_(layout), options_(options) {
   if (options.block_size <= 0) throw Error("--kv-block-size must be positive");
   for (const KvRowFormat& f : layout_.layers) {
-    layer_offsets_.push_back(block_bytes_);
     const size_t bytes = f.RowBytes() * static_cast<size_t>(options.block_size);
-    block_bytes_ += (bytes + kLayerAlign - 1) / kLayerAlign * kLayerAlign;
+    layer_block_bytes_.push_back((bytes + kLayerAlign - 1) / kLayerAlign * kLayerAlign);
+    block_bytes_ += layer_block_bytes_.back();
   }
   if (block_bytes_ == 0) throw Error("KV layout has no layers");
   n_blocks_ = static_cast<int64_t>(options.budget_bytes / block_bytes_);
   if (n_blocks_ < 1) {
     throw Error("--kv-budget " + std::to_string(options.budget_bytes) +
                 " bytes cannot hold one KV block of " + std::to_string(block_bytes_) + " bytes");
+  }
+  size_t region = 0;
+  for (const size_t bytes : layer_block_bytes_) {
+    layer_offsets_.push_back(region);
+    region += static_cast<size_t>(n_blocks_) * bytes;
   }
   const size_t total = static_cast<size_t>(n_blocks_) * block_bytes_;
   void* mapped = ::mmap(nullptr, total, PROT_READ | PROT_WRITE,
@@ -73,13 +78,13 @@ BlockPoolStats BlockPool::stats() const {
 
 KvRows BlockPool::LayerRows(int layer) const {
   return {.base = storage_ + layer_offsets_[static_cast<size_t>(layer)],
-          .block_stride = block_bytes_,
+          .block_stride = layer_block_bytes_[static_cast<size_t>(layer)],
           .format = layout_.layers[static_cast<size_t>(layer)]};
 }
 
 uint8_t* BlockPool::Row(int layer, int32_t block, int row) const {
-  return storage_ + static_cast<size_t>(block) * block_bytes_ +
-         layer_offsets_[static_cast<size_t>(layer)] +
+  return storage_ + layer_offsets_[static_cast<size_t>(layer)] +
+         static_cast<size_t>(block) * layer_block_bytes_[static_cast<size_t>(layer)] +
          static_cast<size_t>(row) * layout_.layers[static_cast<size_t>(layer)].RowBytes();
 }
 
