@@ -204,8 +204,9 @@ BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx512bf16, Isa::kAvx512Bf16, 16)
     ->Args({4640, 0, 2, 1})
     ->Args({4640, 1, 2, 1})
     ->UseRealTime();
-// The bench model's 4 layers interleaved in each block, as the KV pool stored them before
-// 2026-12-06: the attention read its rows 13-24% slower (a throwaway program, 4,640 int8 rows).
+// The bench model's 4 layers side by side in each block, as the KV pool stored them before
+// 2026-12-06: 11-16% slower than the rows back to back with int8 rows evicted, 8-17% with bf16
+// rows (3 alternating runs, Zen 5 VM; docs/performance.md, forty-first session).
 BENCHMARK_CAPTURE(BM_AbsorbedMlaDecode, avx512bf16_4_layers_per_block, Isa::kAvx512Bf16, 16, 4)
     ->ArgNames({"depth", "evict", "threads", "int8"})
     ->Args({4640, 0, 2, 0})

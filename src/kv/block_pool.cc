@@ -11,7 +11,7 @@
 namespace mlarun {
 
 namespace {
-constexpr size_t kLayerAlign = 64;  // cache-line aligned layer regions inside a block
+constexpr size_t kLayerAlign = 64;  // each block's rows of a layer start on a cache line
 }
 
 BlockPool::BlockPool(const KvLayout& layout, const BlockPoolOptions& options)
