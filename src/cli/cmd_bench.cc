@@ -245,31 +245,30 @@ int RunBench(const BenchArgs& args) {
       ratios.push_back(run.decode_rates[r] / runs.front().decode_rates[r]);
     const double drop = 1.0 - Median(ratios);
     if (args.json) {
-      const nlohmann::json line = {{"weights", weights},
-                                   {"kv_dtype", args.kv_dtype},
-                                   {"isa", std::string(IsaName(exec.k.isa))},
-                                   {"threads", pool.size()},
-                                   {"load", args.model.load},
-                                   {"load_seconds", load_seconds},
-                                   {"depth", run.depth},
-                                   {"prefill_tokens", args.prompt},
-                                   {"prefill_tok_s", prefill_tok_s},
-                                   {"decode_tokens", args.decode},
-                                   {"decode_tok_s", decode_tok_s},
-                                   {"bytes_per_decoded_token", bytes},
-                                   {"decode_gb_s", gb_s},
-                                   {"peak_read_gb_s", Median(run.probes)},
-                                   {"roofline_fraction", fraction},
-                                   {"decode_product_time_fraction", product_share},
-                                   {"decode_product_gb_s", product_gb_s},
-                                   {"decode_attention_time_fraction", attention_share},
-                                   {"decode_drop_vs_first_depth", drop}};
-      nlohmann::json out = line;
+      nlohmann::json line = {{"weights", weights},
+                             {"kv_dtype", args.kv_dtype},
+                             {"isa", std::string(IsaName(exec.k.isa))},
+                             {"threads", pool.size()},
+                             {"load", args.model.load},
+                             {"load_seconds", load_seconds},
+                             {"depth", run.depth},
+                             {"prefill_tokens", args.prompt},
+                             {"prefill_tok_s", prefill_tok_s},
+                             {"decode_tokens", args.decode},
+                             {"decode_tok_s", decode_tok_s},
+                             {"bytes_per_decoded_token", bytes},
+                             {"decode_gb_s", gb_s},
+                             {"peak_read_gb_s", Median(run.probes)},
+                             {"roofline_fraction", fraction},
+                             {"decode_product_time_fraction", product_share},
+                             {"decode_product_gb_s", product_gb_s},
+                             {"decode_attention_time_fraction", attention_share},
+                             {"decode_drop_vs_first_depth", drop}};
       if (args.products) {
-        out["decode_products"] = ProductsJson(
+        line["decode_products"] = ProductsJson(
             run.shapes[median_round], args.decode / run.decode_rates[median_round], args.decode);
       }
-      std::printf("%s\n", out.dump().c_str());
+      std::printf("%s\n", line.dump().c_str());
     } else {
       std::printf(
           "%8d %8d %12.1f %8d %12.2f %14lld %10.2f %10.2f %8.1f%% %8.1f%% %10.2f %8.1f%% %6.1f%%\n",
@@ -278,11 +277,12 @@ int RunBench(const BenchArgs& args) {
           100.0 * product_share, product_gb_s, 100.0 * attention_share, 100.0 * drop);
     }
   }
-  for (const DepthRun& run : runs) {
-    if (args.json || !args.products) break;
-    const size_t median_round = MedianIndex(run.decode_rates);
-    PrintProducts(run.depth, run.shapes[median_round], args.decode / run.decode_rates[median_round],
-                  args.decode);
+  if (args.products && !args.json) {
+    for (const DepthRun& run : runs) {
+      const size_t median_round = MedianIndex(run.decode_rates);
+      PrintProducts(run.depth, run.shapes[median_round],
+                    args.decode / run.decode_rates[median_round], args.decode);
+    }
   }
   // Timed by the first int8 prefill batch on AMX-INT8 tables (never for bf16 weights).
   if (!args.json && weights == "int8" && exec.k.matmul_rows_q8_tiles != nullptr) {
