@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "cli/common.h"
 #include "core/error.h"
@@ -244,6 +246,7 @@ int RunBench(const BenchArgs& args) {
     for (size_t r = 0; r < run.decode_rates.size(); ++r)
       ratios.push_back(run.decode_rates[r] / runs.front().decode_rates[r]);
     const double drop = 1.0 - Median(ratios);
+    const auto probe_range = std::minmax_element(run.probes.begin(), run.probes.end());
     if (args.json) {
       nlohmann::json line = {{"weights", weights},
                              {"kv_dtype", args.kv_dtype},
@@ -259,6 +262,8 @@ int RunBench(const BenchArgs& args) {
                              {"bytes_per_decoded_token", bytes},
                              {"decode_gb_s", gb_s},
                              {"peak_read_gb_s", Median(run.probes)},
+                             {"peak_read_gb_s_min", *probe_range.first},
+                             {"peak_read_gb_s_max", *probe_range.second},
                              {"roofline_fraction", fraction},
                              {"decode_product_time_fraction", product_share},
                              {"decode_product_gb_s", product_gb_s},
@@ -275,6 +280,15 @@ int RunBench(const BenchArgs& args) {
           run.depth, args.prompt, prefill_tok_s, args.decode, decode_tok_s,
           static_cast<long long>(bytes), gb_s, Median(run.probes), 100.0 * fraction,
           100.0 * product_share, product_gb_s, 100.0 * attention_share, 100.0 * drop);
+    }
+  }
+  if (!args.json) {
+    std::vector<double> all_probes;
+    for (const DepthRun& run : runs) {
+      all_probes.insert(all_probes.end(), run.probes.begin(), run.probes.end());
+    }
+    if (const std::string note = ProbeDriftNote(all_probes); !note.empty()) {
+      std::printf("%s\n", note.c_str());
     }
   }
   if (args.products && !args.json) {

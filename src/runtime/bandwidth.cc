@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <vector>
 
 #include "core/huge_pages.h"
@@ -77,6 +78,18 @@ double BandwidthProbe::Measure(Exec& exec, int repeats) const {
     best = std::max(best, static_cast<double>(n_) * sizeof(float) / seconds / 1e9);
   }
   return best;
+}
+
+std::string ProbeDriftNote(std::span<const double> readings, double tolerance) {
+  if (readings.empty()) return "";
+  const auto [low, high] = std::minmax_element(readings.begin(), readings.end());
+  if (!(*low > 0.0) || *high <= *low * (1.0 + tolerance)) return "";
+  char note[200];
+  std::snprintf(note, sizeof(note),
+                "note: the bandwidth probe read %.1f-%.1f GB/s during this run (%.2fx): the "
+                "machine's speed drifted, so rows and the drop compare different speeds",
+                *low, *high, *high / *low);
+  return note;
 }
 
 }  // namespace mlarun

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
+#include <string>
 
 #include "core/huge_pages.h"
 #include "kernels/kernel_table.h"
@@ -28,5 +30,12 @@ class BandwidthProbe {
   HugePageBuffer buffer_;
   int64_t n_ = 0;  // floats
 };
+
+// A note on how far a run's probe readings spread: empty when the highest is within `tolerance`
+// (0.15: 15%) of the lowest, else one line naming the range and the ratio, for a benchmark to
+// print under its table. On a machine whose memory speed drifts, rows (and ratios of rows)
+// measured minutes apart then compare different machine speeds; each row's roofline fraction
+// stays paired with its own probe.
+std::string ProbeDriftNote(std::span<const double> readings, double tolerance = 0.15);
 
 }  // namespace mlarun

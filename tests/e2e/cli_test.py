@@ -119,7 +119,7 @@ def main():
               "prefill_tokens", "prefill_tok_s",
               "decode_tokens",
               "decode_tok_s", "bytes_per_decoded_token", "decode_gb_s", "peak_read_gb_s",
-              "roofline_fraction", "decode_product_time_fraction", "decode_product_gb_s",
+              "peak_read_gb_s_min", "peak_read_gb_s_max", "roofline_fraction", "decode_product_time_fraction", "decode_product_gb_s",
               "decode_attention_time_fraction", "decode_drop_vs_first_depth"}
     ok = (r.returncode == 0 and len(lines) == 2 and all(set(l) == fields for l in lines) and
           [l["depth"] for l in lines] == [0, 64] and all(l["threads"] == 1 for l in lines) and
@@ -131,12 +131,14 @@ def main():
               l["decode_attention_time_fraction"] > 0 and
               l["decode_product_time_fraction"] + l["decode_attention_time_fraction"] <= 1 and
               l["decode_product_gb_s"] > 0 for l in lines) and
+          all(0 < l["peak_read_gb_s_min"] <= l["peak_read_gb_s"] <= l["peak_read_gb_s_max"]
+              for l in lines) and
           all(abs(l["decode_gb_s"] - l["bytes_per_decoded_token"] * l["decode_tok_s"] / 1e9) <
               1e-9 * l["decode_gb_s"] for l in lines) and
           (lines[1]["bytes_per_decoded_token"] - lines[0]["bytes_per_decoded_token"]) % 64 == 0 and
           lines[1]["bytes_per_decoded_token"] > lines[0]["bytes_per_decoded_token"] and
           lines[0]["decode_drop_vs_first_depth"] == 0 and lines[1]["decode_drop_vs_first_depth"] < 1)
-    print(("PASS" if ok else "FAIL") + " bench --json: two depths, all fields, GB/s = bytes x tok/s, product + attention shares <= 1, one load time")
+    print(("PASS" if ok else "FAIL") + " bench --json: two depths, all fields, GB/s = bytes x tok/s, product + attention shares <= 1, one load time, probe min <= median <= max")
     if not ok:
         print(r.stdout, r.stderr)
         failures.append("bench json")

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "core/thread_pool.h"
 #include "kernels/isa.h"
@@ -32,6 +34,18 @@ TEST(BandwidthProbeTest, EveryPatternReadsEachElementOnce) {
       EXPECT_GT(gb_s, 0.0);
     }
   }
+}
+
+// Readings within 15% of each other give no note; a wider spread names its range and ratio,
+// whatever the order of the readings.
+TEST(ProbeDriftNoteTest, NamesTheRangeOnlyWhenReadingsSpreadPastTheTolerance) {
+  EXPECT_EQ(ProbeDriftNote(std::vector<double>{}), "");
+  EXPECT_EQ(ProbeDriftNote(std::vector<double>{50.0, 57.4, 52.0}), "");  // 1.148x
+  const std::string note = ProbeDriftNote(std::vector<double>{57.2, 31.6, 40.0});
+  EXPECT_NE(note.find("31.6-57.2 GB/s"), std::string::npos) << note;
+  EXPECT_NE(note.find("(1.81x)"), std::string::npos) << note;
+  EXPECT_NE(ProbeDriftNote(std::vector<double>{50.0, 57.6}), "");  // just past 1.15x
+  EXPECT_EQ(ProbeDriftNote(std::vector<double>{50.0, 57.6}, 0.2), "");
 }
 
 }  // namespace
