@@ -119,7 +119,8 @@ def main():
               "prefill_tokens", "prefill_tok_s",
               "decode_tokens",
               "decode_tok_s", "bytes_per_decoded_token", "decode_gb_s", "peak_read_gb_s",
-              "peak_read_gb_s_min", "peak_read_gb_s_max", "roofline_fraction", "decode_product_time_fraction", "decode_product_gb_s",
+              "peak_read_gb_s_min", "peak_read_gb_s_max", "roofline_fraction",
+              "decode_product_time_fraction", "decode_product_gb_s",
               "decode_attention_time_fraction", "decode_drop_vs_first_depth"}
     ok = (r.returncode == 0 and len(lines) == 2 and all(set(l) == fields for l in lines) and
           [l["depth"] for l in lines] == [0, 64] and all(l["threads"] == 1 for l in lines) and
