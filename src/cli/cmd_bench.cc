@@ -246,8 +246,8 @@ int RunBench(const BenchArgs& args) {
     for (size_t r = 0; r < run.decode_rates.size(); ++r)
       ratios.push_back(run.decode_rates[r] / runs.front().decode_rates[r]);
     const double drop = 1.0 - Median(ratios);
-    const auto probe_range = std::minmax_element(run.probes.begin(), run.probes.end());
     if (args.json) {
+      const auto probe_range = std::minmax_element(run.probes.begin(), run.probes.end());
       nlohmann::json line = {{"weights", weights},
                              {"kv_dtype", args.kv_dtype},
                              {"isa", std::string(IsaName(exec.k.isa))},
@@ -290,12 +290,12 @@ int RunBench(const BenchArgs& args) {
     if (const std::string note = ProbeDriftNote(all_probes); !note.empty()) {
       std::printf("%s\n", note.c_str());
     }
-  }
-  if (args.products && !args.json) {
-    for (const DepthRun& run : runs) {
-      const size_t median_round = MedianIndex(run.decode_rates);
-      PrintProducts(run.depth, run.shapes[median_round],
-                    args.decode / run.decode_rates[median_round], args.decode);
+    if (args.products) {
+      for (const DepthRun& run : runs) {
+        const size_t median_round = MedianIndex(run.decode_rates);
+        PrintProducts(run.depth, run.shapes[median_round],
+                      args.decode / run.decode_rates[median_round], args.decode);
+      }
     }
   }
   // Timed by the first int8 prefill batch on AMX-INT8 tables (never for bf16 weights).
