@@ -18,6 +18,7 @@ size_t DTypeSize(DType dtype) {
     case DType::kF8E4M3:
     case DType::kI8:
     case DType::kU8:
+    case DType::kBlocks:
       return 1;
     case DType::kI64:
       return 8;
@@ -43,6 +44,8 @@ std::string_view DTypeName(DType dtype) {
       return "I64";
     case DType::kU8:
       return "U8";
+    case DType::kBlocks:
+      return "blocks";
   }
   return "?";
 }

@@ -17,6 +17,9 @@ enum class DType : uint8_t {
   kI32,
   kI64,
   kU8,
+  // GGUF block-quantised values (kernels/block_formats.h): WeightMatrix::blocks names the format;
+  // DTypeSize is 1 (bytes are counted per block by the format).
+  kBlocks,
 };
 
 // Returns the size of one element in bytes.

@@ -56,6 +56,10 @@ struct KernelTable {
   // The same for kI8 weights and Q8-quantised activations (all x.n_tokens tokens): per block an
   // exact int32 dot product, scaled by (weight scale * activation scale).
   MatMulRowsQ8Fn matmul_rows_q8;
+  // Optional (null: MatMulRowsBlocksScalar, block_formats.h): the same for DType::kBlocks
+  // weights (GGUF block formats, row-major blocks) against Q8 activations, any w.blocks that is
+  // multipliable(); each (r, t) element summed in one fixed order whatever the batch.
+  MatMulRowsQ8Fn matmul_rows_blocks;
   // Optional (null: matmul_rows): matmul_rows for kBF16 row-major weights with each token's x
   // [n_tokens, w.cols] in the pair form of bf16_pair_form, so that a bf16 row is widened by one
   // integer op per vector (pairs split into their even and odd values) instead of two. Batch

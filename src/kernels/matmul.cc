@@ -13,8 +13,14 @@
 
 namespace mlarun {
 
+int64_t RowBytes(const WeightMatrix& w) {
+  if (w.dtype == DType::kBlocks) return w.blocks->Bytes(w.cols);
+  return w.cols * static_cast<int64_t>(DTypeSize(w.dtype));
+}
+
 int64_t WeightBytes(const WeightMatrix& w, int64_t row_begin, int64_t row_end) {
   if (w.empty() || row_end <= row_begin) return 0;
+  if (w.dtype == DType::kBlocks) return (row_end - row_begin) * RowBytes(w);
   if (w.dtype == DType::kI8) {
     const int64_t padded = Q8PaddedCols(w.cols);
     return (row_end - row_begin) * (padded + padded / kQ8Block * int64_t{sizeof(uint16_t)});
@@ -81,6 +87,9 @@ void WeightMatrix::DecodeRow(int64_t r, float* out) const {
       }
       return;
     }
+    case DType::kBlocks:
+      blocks->dequantize(static_cast<const uint8_t*>(data) + r * RowBytes(*this), n, out);
+      return;
     case DType::kI8: {
       std::vector<int8_t> q(static_cast<size_t>(Q8PaddedCols(n)));
       std::vector<uint16_t> scales(static_cast<size_t>(Q8PaddedCols(n) / kQ8Block));
@@ -104,7 +113,7 @@ namespace {
 enum class InputForm { kF32, kBf16, kBf16Tiles, kQ8, kF32Pairs };
 
 InputForm FormOf(const KernelTable& k, const WeightMatrix& w, int64_t n_tokens) {
-  if (w.dtype == DType::kI8) return InputForm::kQ8;
+  if (w.dtype == DType::kI8 || w.dtype == DType::kBlocks) return InputForm::kQ8;
   if (w.dtype == DType::kBF16 && w.layout16 == Layout16::kPacked16 &&
       k.matmul_rows_bf16_tiles != nullptr && n_tokens >= k.bf16_tiles_min_tokens) {
     return InputForm::kBf16Tiles;
@@ -239,6 +248,10 @@ void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs) {
   size_t n_inputs = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
     const MatMulJob& job = jobs[j];
+    if (job.w->dtype == DType::kBlocks && !job.w->blocks->multipliable()) {
+      throw Error("MatMul: weights of type " + std::string(job.w->blocks->name) +
+                  " cannot be multiplied");
+    }
     if (job.w->dtype == DType::kI8 && job.w->q8_layout != Q8Layout::kPacked16) {
       throw Error("MatMul: a Q8 weight matrix [" + std::to_string(job.w->rows) + ", " +
                   std::to_string(job.w->cols) + "] is not packed (Q8Layout::kPacked16)");
@@ -285,7 +298,13 @@ void MatMulBatch(Exec& exec, std::span<const MatMulJob> jobs) {
     float* y = job.y + (begin - job.row_begin);
     switch (in.form) {
       case InputForm::kQ8:
-        exec.k.matmul_rows_q8(*job.w, begin, end, in.q8, y, n_rows);
+        if (job.w->dtype == DType::kBlocks) {
+          (exec.k.matmul_rows_blocks != nullptr
+               ? exec.k.matmul_rows_blocks
+               : MatMulRowsBlocksScalar)(*job.w, begin, end, in.q8, y, n_rows);
+        } else {
+          exec.k.matmul_rows_q8(*job.w, begin, end, in.q8, y, n_rows);
+        }
         break;
       case InputForm::kBf16:
         if (job.w->dtype == DType::kF8E4M3) {

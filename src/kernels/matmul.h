@@ -5,6 +5,7 @@
 #include <span>
 
 #include "core/dtype.h"
+#include "kernels/block_formats.h"
 #include "kernels/kernel_table.h"
 
 namespace mlarun {
@@ -30,7 +31,8 @@ enum class Layout16 {
 
 // A read-only weight matrix as stored in the checkpoint (row-major, PyTorch Linear layout).
 struct WeightMatrix {
-  DType dtype = DType::kF32;   // kF32, kF16, kBF16, kF8E4M3, kI8 (Q8 blocks, see quant.h)
+  // kF32, kF16, kBF16, kF8E4M3, kI8 (Q8 blocks, see quant.h), kBlocks (GGUF blocks, `blocks`)
+  DType dtype = DType::kF32;
   int64_t rows = 0;            // out_features
   int64_t cols = 0;            // in_features
   const void* data = nullptr;  // [rows, cols]; kI8: see q8_layout
@@ -47,6 +49,9 @@ struct WeightMatrix {
   Layout16 layout16 = Layout16::kRowMajor;
   // kF32 only: elements between row starts (0: cols), for views into wider rows.
   int64_t row_stride = 0;
+  // kBlocks: the format of data [rows, cols / blocks->block_values blocks], rows one after the
+  // other (as in GGUF files).
+  const BlockFormat* blocks = nullptr;
 
   bool empty() const { return data == nullptr; }
   // Returns row `r` converted to float32 in `out` [cols].
@@ -56,9 +61,14 @@ struct WeightMatrix {
   void Q8Row(int64_t r, int8_t* q, uint16_t* s) const;
 };
 
+// Bytes of one row of a row-major `w` (kF32, kF16, kBF16, kF8E4M3 values without their scales;
+// kBlocks: the row's blocks).
+int64_t RowBytes(const WeightMatrix& w);
+
 // Bytes of `w` that a product over its rows [row_begin, row_end) reads: the values, plus the FP8
 // block scales of the row blocks it touches; Q8 (kI8): the values padded to Q8PaddedCols and a
-// float16 scale per block of 32, 34 bytes per 32 weights as in GGUF's Q8_0. `mlarun bench`'s
+// float16 scale per block of 32, 34 bytes per 32 weights as in GGUF's Q8_0; kBlocks: the rows'
+// blocks as stored. `mlarun bench`'s
 // bytes per decoded token add these up.
 int64_t WeightBytes(const WeightMatrix& w, int64_t row_begin, int64_t row_end);
 

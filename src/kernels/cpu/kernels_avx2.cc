@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/blocks_simd.h"
 #include "kernels/isa.h"
 #include "kernels/quant.h"
 
@@ -328,5 +329,12 @@ struct V {
 #include "kernels/cpu/simd_impl.h"
 
 namespace mlarun::detail {
-const KernelTable& Avx2KernelTable() { return avx2::kTable; }
+const KernelTable& Avx2KernelTable() {
+  static const KernelTable table = [] {
+    KernelTable t = avx2::kTable;
+    t.matmul_rows_blocks = MatMulRowsBlocksAvx2;
+    return t;
+  }();
+  return table;
+}
 }  // namespace mlarun::detail

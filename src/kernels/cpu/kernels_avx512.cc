@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/dtype.h"
+#include "kernels/cpu/blocks_simd.h"
 #include "kernels/cpu/f8_nan_avx512.h"
 #include "kernels/isa.h"
 #include "kernels/packed_bf16.h"
@@ -500,6 +501,7 @@ const KernelTable& Avx512KernelTable() {
     // -> 202-211 tok/s. Products of more tokens keep it (a 16-token prefill was ~10% slower
     // without), and so do Intel CPUs, where it was measured a gain (at kPackedPrefetchBytes).
     if (DetectCpuFeatures().amd) t.matmul_rows_q8 = avx512::MatMulRowsQ8HardwarePrefetchOneToken;
+    t.matmul_rows_blocks = MatMulRowsBlocksAvx512;
     t.pack_bf16_rows = avx512::PackBf16RowsV;
     t.bf16_pair_columns = avx512::Bf16PairColumnsV;
     t.bf16_pair_rows = avx512::Bf16PairRowsV;
