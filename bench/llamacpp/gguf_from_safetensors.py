@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Writes a Hugging Face checkpoint (config.json + *.safetensors; DeepSeek-V2/V3, Llama or Qwen2)
 as a GGUF file that llama.cpp's `deepseek2`, `llama` or `qwen2` architecture loads, so both
-engines can be timed and compared on the same weights. For benchmarks and the e2e cross-check
-only: mlarun itself never reads GGUF.
+engines can be timed and compared on the same weights: a second, independent GGUF writer (mlarun
+writes its own with `mlarun quantize --type`), which the e2e cross-checks also feed to mlarun.
 
 Usage: gguf_from_safetensors.py MODEL_DIR OUT.gguf [--type bf16|q8_0|f32]
 
@@ -234,7 +234,8 @@ def add_deepseek2(w, st, cfg):
     w.add(f"{arch}.expert_weights_scale", float(cfg.get("routed_scaling_factor", 1.0)))
     w.add(f"{arch}.expert_weights_norm", bool(cfg.get("norm_topk_prob", False)))
     w.add(f"{arch}.expert_gating_func", 2 if cfg.get("scoring_func") == "sigmoid" else 1)
-    if cfg.get("n_group", 1) > 1:
+    # A group limit that keeps every group limits nothing (and llama.cpp refuses it).
+    if cfg.get("n_group", 1) > 1 and cfg.get("topk_group", 1) < cfg["n_group"]:
         # llama.cpp ranks groups by the sum of their top two (biased) scores, DeepSeek-V3's
         # noaux_tc; V2's group_limited_greedy ranks them by their top score, which it lacks.
         if cfg.get("topk_method") != "noaux_tc":

@@ -21,7 +21,8 @@ def main():
                 row = json.loads(line)
                 if "engine" in row:
                     engine = "llama.cpp"
-                    weights = "int8" if "q8_0" in row["model"] else "bf16"
+                    weights = ("int8" if "q8_0" in row["model"] else
+                               "q4_k" if "q4_k_m" in row["model"] else "bf16")
                 else:
                     engine, weights = "mlarun", row["weights"].lower()
                 for metric in ("prefill_tok_s", "decode_tok_s"):

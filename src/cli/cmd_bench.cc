@@ -1,6 +1,7 @@
 // `mlarun bench`: prefill and decode speed at several context depths, the bytes one decoded token
 // touches (weights + KV), the GB/s that implies and the machine's measured read bandwidth.
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -225,8 +226,13 @@ int RunBench(const BenchArgs& args) {
   const WeightMatrix& probe_matrix = model->weights().layers[0].mla.o_proj.empty()
                                          ? model->weights().layers[0].gqa.o_proj
                                          : model->weights().layers[0].mla.o_proj;
-  const std::string weights =
+  // GGUF blocks: the format of o_proj, lower case ("q4_k" in a Q4_K_M file).
+  std::string weights =
       probe_matrix.dtype == DType::kI8 ? "int8" : std::string(DTypeName(probe_matrix.dtype));
+  if (probe_matrix.dtype == DType::kBlocks) {
+    weights = probe_matrix.blocks->name;
+    for (char& c : weights) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
   for (DepthRun& run : runs) {
     const double prefill_tok_s = Median(run.prefill_rates);
     const double decode_tok_s = Median(run.decode_rates);

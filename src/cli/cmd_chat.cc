@@ -35,7 +35,7 @@ class ChatSession {
         model_dir_(ResolveModelDir(args.model.model_dir)),
         model_(LoadModel(args.model, exec.pool, &exec.k)),
         tokenizer_(LoadTokenizer(model_dir_)),
-        format_(DetectChatFormat(tokenizer_.chat_template(), model_->config().model_type)),
+        format_(ChosenChatFormat(tokenizer_, model_->config())),
         cache_(MakeKvCache(*model_, args.kv)) {
     Reset();
   }

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "model/kv_report.h"
+#include "model/model.h"
 
 namespace mlarun::cli {
 
@@ -37,7 +38,7 @@ std::string WithCommas(int64_t v) {
 int RunKvReport(const KvReportArgs& args) {
   if (args.context <= 0) throw Error("--context must be positive");
   const std::string dir = ResolveModelDir(args.model_dir);
-  const ModelConfig config = LoadModelConfig(dir);
+  const ModelConfig config = Model::LoadConfig(dir);
   const KvReportOptions options{.context = args.context,
                                 .policy = ParseKvPolicy(args.kv_policy),
                                 .kv_dtype = ParseKvDtype(args.kv_dtype)};
@@ -103,7 +104,8 @@ void RegisterKvReport(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<KvReportArgs>();
   CLI::App* cmd =
       app.add_subcommand("kv-report", "KV cache memory of MHA/GQA/MQA/MLA from config.json");
-  cmd->add_option("--model,-m", args->model_dir, "Model directory (only config.json is read)");
+  cmd->add_option("--model,-m", args->model_dir,
+                  "Model directory or .gguf file (only the configuration is read)");
   cmd->add_option("--context", args->context, "Context length in tokens")->capture_default_str();
   cmd->add_option("--kv-policy", args->kv_policy, "Policy of the first row")->capture_default_str();
   cmd->add_option("--kv-dtype", args->kv_dtype, "f32, bf16, f16 or int8")->capture_default_str();

@@ -12,7 +12,10 @@
 #include <thread>
 
 #include "cli/common.h"
+#include "cli/text_io.h"
 #include "core/error.h"
+#include "model/gguf_model.h"
+#include "model/gguf_tokenizer.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
 #include "server/http_server.h"
@@ -101,12 +104,13 @@ int RunServe(const ServeArgs& args) {
 
   std::optional<Tokenizer> tokenizer;
   const std::string tokenizer_dir = args.tokenizer_dir.empty() ? model_dir : args.tokenizer_dir;
-  if (std::filesystem::exists(std::filesystem::path(tokenizer_dir) / "tokenizer.json")) {
-    tokenizer.emplace(Tokenizer::FromDirectory(tokenizer_dir));
+  if (std::filesystem::exists(std::filesystem::path(tokenizer_dir) / "tokenizer.json") ||
+      (IsGgufFile(tokenizer_dir) && GgufHasTokenizer(GgufFile::Open(tokenizer_dir)))) {
+    tokenizer.emplace(LoadTokenizer(tokenizer_dir));
   } else if (!args.tokenizer_dir.empty()) {
     throw Error("--tokenizer: no tokenizer.json in " + args.tokenizer_dir);
   } else {
-    LogLine("warning: no tokenizer.json in " + model_dir +
+    LogLine("warning: no tokenizer in " + model_dir +
             "; only token-id prompts are served (use --tokenizer DIR)");
   }
 
@@ -148,7 +152,7 @@ int RunServe(const ServeArgs& args) {
   for (int64_t id : model->config().eos_token_ids)
     context.eos_ids.push_back(static_cast<int32_t>(id));
   if (tokenizer) {
-    context.chat_format = DetectChatFormat(tokenizer->chat_template(), model->config().model_type);
+    context.chat_format = ChosenChatFormat(*tokenizer, model->config());
     if (tokenizer->eos_id() >= 0 && std::find(context.eos_ids.begin(), context.eos_ids.end(),
                                               tokenizer->eos_id()) == context.eos_ids.end()) {
       context.eos_ids.push_back(tokenizer->eos_id());

@@ -18,8 +18,10 @@
 namespace mlarun::cli {
 
 void AddModelOptions(CLI::App& app, ModelArgs& args) {
-  app.add_option("--model,-m", args.model_dir,
-                 "Model directory (config.json + *.safetensors); default: the embedded demo model");
+  app.add_option(
+      "--model,-m", args.model_dir,
+      "Model directory (config.json + *.safetensors) or .gguf file; default: the embedded "
+      "demo model");
   app.add_option("--threads,-t", args.threads,
                  "Worker threads (0, the default: all cores; at most 8 per core)")
       ->check(CLI::Range(0, ThreadPool::MaxThreads()));

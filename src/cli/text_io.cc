@@ -8,11 +8,21 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "model/gguf_model.h"
+#include "model/gguf_tokenizer.h"
 #include "tokenizer/tokenizer_error.h"
 
 namespace mlarun::cli {
 
 Tokenizer LoadTokenizer(const std::string& model_dir) {
+  if (IsGgufFile(model_dir)) {
+    const TokenizerJsonFiles files = GgufTokenizerFiles(GgufFile::Open(model_dir));
+    try {
+      return Tokenizer::FromJson(files.tokenizer_json, files.config_json, model_dir);
+    } catch (const TokenizerError& e) {
+      throw Error(e.what());
+    }
+  }
   if (!std::filesystem::exists(model_dir + "/tokenizer.json")) {
     throw Error(model_dir +
                 "/tokenizer.json: missing (text commands need the model's tokenizer; "
@@ -23,6 +33,12 @@ Tokenizer LoadTokenizer(const std::string& model_dir) {
   } catch (const TokenizerError& e) {
     throw Error(e.what());
   }
+}
+
+ChatFormat ChosenChatFormat(const Tokenizer& tokenizer, const ModelConfig& config) {
+  const ChatFormatChoice choice = ChooseChatFormat(tokenizer.chat_template(), config.model_type);
+  if (!choice.recognised()) std::cerr << DescribeChatFormatChoice(choice) << "\n";
+  return choice.format;
 }
 
 bool IsValidUtf8(std::string_view text, size_t* bad_offset) {

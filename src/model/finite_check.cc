@@ -9,6 +9,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
@@ -92,7 +93,22 @@ bool FirstNonFiniteRow::Check(int64_t r, DType dtype, const void* values, int64_
   return false;
 }
 
+bool FirstNonFiniteRow::CheckDecoded(int64_t r, const WeightMatrix& m) {
+  thread_local std::vector<float> row;
+  row.resize(static_cast<size_t>(m.cols));
+  m.DecodeRow(r, row.data());
+  return Check(r, DType::kF32, row.data(), m.cols);
+}
+
 Error NonFiniteWeightError(const std::string& name, const WeightMatrix& m, int64_t row) {
+  if (m.dtype == DType::kBlocks) {
+    std::vector<float> decoded(static_cast<size_t>(m.cols));
+    m.DecodeRow(row, decoded.data());
+    const int64_t col =
+        std::max<int64_t>(0, FirstNonFiniteValue(DType::kF32, decoded.data(), m.cols));
+    return Error(NonFiniteMessage(name, std::isnan(decoded[static_cast<size_t>(col)]),
+                                  Position({row, col})));
+  }
   const int64_t stride = m.row_stride > 0 ? m.row_stride : m.cols;
   const auto* values =
       static_cast<const uint8_t*>(m.data) + static_cast<size_t>(row * stride) * DTypeSize(m.dtype);
@@ -121,7 +137,11 @@ void CheckWeightsFinite(ThreadPool& pool, const ModelConfig& config, ModelWeight
     const auto* bytes = static_cast<const uint8_t*>(m.data);
     FirstNonFiniteRow bad(m.rows);
     ForRowsInItems(&pool, m.rows, /*rows_per_item=*/64, [&](int64_t r) {
-      bad.Check(r, m.dtype, bytes + static_cast<size_t>(r * stride) * DTypeSize(m.dtype), m.cols);
+      if (m.dtype == DType::kBlocks) {
+        bad.CheckDecoded(r, m);
+      } else {
+        bad.Check(r, m.dtype, bytes + static_cast<size_t>(r * stride) * DTypeSize(m.dtype), m.cols);
+      }
     });
     if (bad.found()) throw NonFiniteWeightError(slot.name, m, bad.row());
   });

@@ -35,6 +35,9 @@ class FirstNonFiniteRow {
   explicit FirstNonFiniteRow(int64_t rows) : rows_(rows), row_(rows) {}
   // Notes row r if one of its n values is not finite; returns whether all are finite.
   bool Check(int64_t r, DType dtype, const void* values, int64_t n);
+  // The same for row r of `m` in any dtype (decoded to float32 first: GGUF blocks, whose f16
+  // scales may be inf or NaN).
+  bool CheckDecoded(int64_t r, const WeightMatrix& m);
   bool found() const { return row_.load() < rows_; }
   int64_t row() const { return row_.load(); }
 

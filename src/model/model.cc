@@ -12,6 +12,7 @@
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 #include "model/finite_check.h"
+#include "model/gguf_model.h"
 #include "model/kv_report.h"
 #include "model/layers/layer_context.h"
 #include "model/quantize.h"
@@ -56,14 +57,24 @@ bool Pack16BitFor(FileLoad file_load, const KernelTable& kernels) {
 
 std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoadOptions& options) {
   std::unique_ptr<Model> model(new Model());
-  model->config_ = LoadModelConfig(model_dir);
+  const bool gguf = IsGgufFile(model_dir);
+  std::unique_ptr<GgufWeights> gguf_weights;
+  if (!gguf) model->config_ = LoadModelConfig(model_dir);
   const bool int8 = options.weights == WeightFormat::kInt8 || model->config_.q8_weights;
   const bool pack_16bit = options.pack_16bit && !int8;
   // Packing and quantising at load copy the matrices they convert anyway: the files are mapped.
   const bool quantize_at_load = int8 && !model->config_.q8_weights;
-  model->archive_ = std::make_unique<SafetensorsArchive>(SafetensorsArchive::Open(
-      model_dir, pack_16bit || quantize_at_load ? FileLoad::kMmap : options.file_load));
+  const FileLoad file_load = pack_16bit || quantize_at_load ? FileLoad::kMmap : options.file_load;
+  if (gguf) {
+    gguf_weights = GgufWeights::Open(model_dir, file_load);
+    model->config_ = gguf_weights->config();
+    model->archive_ = std::move(gguf_weights);
+  } else {
+    model->archive_ =
+        std::make_unique<SafetensorsArchive>(SafetensorsArchive::Open(model_dir, file_load));
+  }
   LoadWeights(model->config_, *model->archive_, model_dir, model->weights_, options.on_progress);
+  if (gguf) model->BindSplitMla(static_cast<const GgufWeights&>(*model->archive_));
   std::unique_ptr<ThreadPool> own_pool;
   ThreadPool* pool = options.pool;
   const bool copy = options.file_load == FileLoad::kCopy;
@@ -100,7 +111,7 @@ std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoad
   }
   // The mapped file's pages of quantised or converted matrices are dropped from the process
   // afterwards (they stay in the reclaimable page cache), as for packing below.
-  const SafetensorsArchive& archive = *model->archive_;
+  const WeightSource& archive = *model->archive_;
   auto release = [&](const void* data, size_t bytes) { archive.ReleasePages(data, bytes); };
   if (options.weights == WeightFormat::kInt8) {
     in_model_dir(
@@ -128,6 +139,30 @@ std::unique_ptr<Model> Model::Load(const std::string& model_dir, const ModelLoad
   return model;
 }
 
+ModelConfig Model::LoadConfig(const std::string& path) {
+  if (IsGgufFile(path)) return GgufModelConfig(GgufFile::Open(path));
+  return LoadModelConfig(path);
+}
+
+void Model::BindSplitMla(const GgufWeights& source) {
+  const ModelConfig& c = config_;
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const TensorInfo* k_b = source.SplitKeyUp(l);
+    const TensorInfo* v_b = source.SplitValueUp(l);
+    if (k_b == nullptr || v_b == nullptr) continue;
+    MlaWeights& mla = weights_.layers[static_cast<size_t>(l)].mla;
+    auto view = [](const TensorInfo& t, int64_t row_begin, int64_t rows) {
+      WeightMatrix m{.dtype = t.dtype, .rows = rows, .cols = t.shape[1], .blocks = t.blocks};
+      m.data = t.data + row_begin * RowBytes(m);
+      return m;
+    };
+    mla.w_uk_t.clear();
+    for (int h = 0; h < c.num_attention_heads; ++h)
+      mla.w_uk_t.push_back(view(*k_b, int64_t{h} * c.kv_lora_rank, c.kv_lora_rank));
+    mla.w_uv = view(*v_b, 0, v_b->shape[0]);
+  }
+}
+
 void Model::PrepareDerived() {
   const ModelConfig& c = config_;
   if (c.family == ArchFamily::kDeepseek) {
@@ -135,10 +170,12 @@ void Model::PrepareDerived() {
     attention_scale_ = DeepseekSoftmaxScale(c);
     // W_uk^T per head for the absorbed path: [kv_lora_rank, nope], same dtype (kv_b_proj's rows
     // decoded whatever their layout, e.g. packed by `--weights bf16`, and stored back exactly),
-    // FP8 and Q8 dequantised to f32.
+    // FP8, Q8 and GGUF blocks dequantised to f32.
     for (LayerWeights& layer : weights_.layers) {
+      if (!layer.mla.w_uk_t.empty()) continue;  // split MLA files: attn_k_b as stored
       const WeightMatrix& kv_b = layer.mla.kv_b_proj;
-      const bool decode = kv_b.dtype == DType::kF8E4M3 || kv_b.dtype == DType::kI8;
+      const bool decode =
+          kv_b.dtype == DType::kF8E4M3 || kv_b.dtype == DType::kI8 || kv_b.dtype == DType::kBlocks;
       const DType dtype = decode ? DType::kF32 : kv_b.dtype;
       const size_t element = DTypeSize(dtype);
       std::vector<float> row(static_cast<size_t>(kv_b.cols));
@@ -189,10 +226,16 @@ int64_t Model::WeightBytesPerDecodedToken() const {
   for (size_t i = 0; i < weights_.layers.size(); ++i) {
     const LayerWeights& l = weights_.layers[i];
     for (const WeightMatrix* m :
-         {&l.mla.q_proj, &l.mla.q_a_proj, &l.mla.q_b_proj, &l.mla.kv_a_proj_with_mqa,
-          &l.mla.kv_b_proj, &l.mla.o_proj, &l.gqa.q_proj, &l.gqa.k_proj, &l.gqa.v_proj,
-          &l.gqa.o_proj, &l.moe.gate}) {
+         {&l.mla.q_proj, &l.mla.q_a_proj, &l.mla.q_b_proj, &l.mla.kv_a_proj_with_mqa, &l.mla.o_proj,
+          &l.gqa.q_proj, &l.gqa.k_proj, &l.gqa.v_proj, &l.gqa.o_proj, &l.moe.gate}) {
       bytes += MatrixBytes(*m);
+    }
+    // Absorbed MLA reads W_uk^T and W_uv: kv_b_proj's bytes, or the split tensors'.
+    if (l.mla.w_uv.empty()) {
+      bytes += MatrixBytes(l.mla.kv_b_proj);
+    } else {
+      bytes += MatrixBytes(l.mla.w_uv);
+      for (const WeightMatrix& m : l.mla.w_uk_t) bytes += MatrixBytes(m);
     }
     bytes += MlpBytes(l.mlp) + MlpBytes(l.moe.shared);
     if (!l.moe.experts.empty()) bytes += c.num_experts_per_tok * MlpBytes(l.moe.experts[0]);

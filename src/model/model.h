@@ -100,11 +100,17 @@ struct ForwardOptions {
   ExpertStats* expert_stats = nullptr;  // accumulated when set
 };
 
+class GgufWeights;
+
 class Model {
  public:
-  // Loads `<dir>/config.json` and the safetensors weights (mmap). Throws Error on bad input.
+  // Loads `<dir>/config.json` and the safetensors weights (mmap), or a GGUF file when `model_dir`
+  // is one (gguf_model.h). Throws Error on bad input.
   static std::unique_ptr<Model> Load(const std::string& model_dir,
                                      const ModelLoadOptions& options = {});
+
+  // The configuration of the model at `path`: `<path>/config.json`, or a GGUF file's metadata.
+  static ModelConfig LoadConfig(const std::string& path);
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
@@ -124,11 +130,13 @@ class Model {
 
  private:
   Model() = default;
+  // Split MLA GGUF files: W_uk^T and W_uv of absorbed MLA as stored (attn_k_b, attn_v_b).
+  void BindSplitMla(const GgufWeights& source);
   void PrepareDerived();
   void QuantizeDerivedQ8(const KernelTable& kernels);
 
   ModelConfig config_;
-  std::unique_ptr<SafetensorsArchive> archive_;
+  std::unique_ptr<WeightSource> archive_;
   ModelWeights weights_;
   RopeTable rope_;
   float attention_scale_ = 1.0f;

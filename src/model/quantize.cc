@@ -123,14 +123,13 @@ void QuantizeWeightsQ8(ThreadPool& pool, const KernelTable& kernels, const Model
     *m = QuantizeMatrixQ8(&pool, kernels, former, weights, name);
     // A tied lm_head's bytes are the embedding table's, still in use.
     if (replaced && former.data != weights.embed_tokens.data && former.row_stride == 0) {
-      replaced(former.data,
-               static_cast<size_t>(former.rows * former.cols) * DTypeSize(former.dtype));
+      replaced(former.data, static_cast<size_t>(former.rows * RowBytes(former)));
     }
   }
 }
 
-void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,
-                  const std::string& model_dir, WeightMatrix& m, ModelWeights& weights) {
+void BindQ8Tensor(const WeightSource& archive, const TensorInfo& t, const std::string& model_dir,
+                  WeightMatrix& m, ModelWeights& weights) {
   const std::string scale_name = t.name + "_q8_scale";
   const TensorInfo* s = archive.Find(scale_name);
   if (s == nullptr) throw Error(model_dir + ": tensor '" + scale_name + "' is missing");
@@ -166,7 +165,7 @@ void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,
   }
 }
 
-void BindPackedQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,
+void BindPackedQ8Tensor(const WeightSource& archive, const TensorInfo& t,
                         const std::vector<int64_t>& shape, const std::string& model_dir,
                         WeightMatrix& m) {
   const std::string where = t.file + ": tensor '" + t.name + "'";
@@ -253,6 +252,7 @@ std::vector<Streamed> StreamedMatrices(const ModelConfig& config, ModelWeights& 
   for (size_t l = 0; l < weights.layers.size(); ++l) {
     for (WeightMatrix& m : weights.layers[l].mla.w_uk_t)
       consider(m, "W_uk^T of model.layers." + std::to_string(l) + ".self_attn.kv_b_proj.weight");
+    consider(weights.layers[l].mla.w_uv, "blk." + std::to_string(l) + ".attn_v_b.weight");
   }
   return targets;
 }
@@ -279,7 +279,7 @@ void RehomeMatrices(const std::vector<Streamed>& targets, ModelWeights& weights,
   for (size_t i = 0; i < targets.size(); ++i) {
     WeightMatrix& m = *targets[i].matrix;
     const void* former = m.data;
-    const size_t former_bytes = static_cast<size_t>(m.rows * m.cols) * DTypeSize(m.dtype);
+    const size_t former_bytes = static_cast<size_t>(m.rows * RowBytes(m));
     FirstNonFiniteRow bad(m.rows);
     fill(m, base + offsets[i], bad);
     if (bad.found()) throw NonFiniteWeightError(targets[i].name, m, bad.row());
@@ -411,22 +411,26 @@ void CopyStreamedWeights(ThreadPool& pool, const ModelConfig& config, ModelWeigh
                          const std::function<void(const void*, size_t)>& replaced) {
   const std::vector<Streamed> targets =
       StreamedMatrices(config, weights, [](const WeightMatrix& m) {
-        return (m.dtype == DType::kF32 && m.row_stride == 0) ||
+        return (m.dtype == DType::kF32 && m.row_stride == 0) || m.dtype == DType::kBlocks ||
                ((m.dtype == DType::kF8E4M3 || m.dtype == DType::kBF16 || m.dtype == DType::kF16) &&
                 m.layout16 == Layout16::kRowMajor);
       });
   RehomeMatrices(
       targets, weights,
-      [](const WeightMatrix& m) {
-        return static_cast<size_t>(m.rows * m.cols) * DTypeSize(m.dtype);
-      },
+      [](const WeightMatrix& m) { return static_cast<size_t>(m.rows * RowBytes(m)); },
       [&](WeightMatrix& m, uint8_t* dst, FirstNonFiniteRow& bad) {
-        const size_t row_bytes = static_cast<size_t>(m.cols) * DTypeSize(m.dtype);
+        const size_t row_bytes = static_cast<size_t>(RowBytes(m));
         const auto* src = static_cast<const uint8_t*>(m.data);
+        WeightMatrix copy = m;
+        copy.data = dst;
         ForRowsInItems(&pool, m.rows, kRowsPerItem, [&](int64_t r) {
           const size_t at = static_cast<size_t>(r) * row_bytes;
           std::memcpy(dst + at, src + at, row_bytes);
-          bad.Check(r, m.dtype, dst + at, m.cols);
+          if (m.dtype == DType::kBlocks) {
+            bad.CheckDecoded(r, copy);
+          } else {
+            bad.Check(r, m.dtype, dst + at, m.cols);
+          }
         });
       },
       replaced);

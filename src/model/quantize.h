@@ -55,15 +55,15 @@ void ConvertWeightsBf16(ThreadPool& pool, const KernelTable& kernels, const Mode
 // Binds an I8 tensor of a row-major Q8 checkpoint (weight + F16 `<name>_q8_scale`) to `m`: a
 // view of the file when rows have the padded stride (packed later by PackQ8Weights), else a
 // packed copy. Throws Error naming the file and tensor.
-class SafetensorsArchive;
+class WeightSource;
 struct TensorInfo;
-void BindQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,
-                  const std::string& model_dir, WeightMatrix& m, ModelWeights& weights);
+void BindQ8Tensor(const WeightSource& archive, const TensorInfo& t, const std::string& model_dir,
+                  WeightMatrix& m, ModelWeights& weights);
 
 // Binds a packed Q8 tensor (U8 [groups * 16, padded cols] + F16 `<name>_q8_scale`
 // [groups * 16, padded cols / 32], quant.h's layout) of logical shape `shape` to `m`, in place in
 // the mapped file. Throws Error naming the file and tensor.
-void BindPackedQ8Tensor(const SafetensorsArchive& archive, const TensorInfo& t,
+void BindPackedQ8Tensor(const WeightSource& archive, const TensorInfo& t,
                         const std::vector<int64_t>& shape, const std::string& model_dir,
                         WeightMatrix& m);
 

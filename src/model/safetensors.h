@@ -12,22 +12,11 @@
 
 #include "core/dtype.h"
 #include "core/mapped_file.h"
+#include "model/weight_source.h"
 
 namespace mlarun {
 
-struct TensorInfo {
-  std::string name;
-  std::string file;  // path of the shard holding it (for messages)
-  DType dtype = DType::kF32;
-  std::vector<int64_t> shape;  // outermost first
-  const uint8_t* data = nullptr;
-  size_t n_bytes = 0;
-
-  int64_t NumElements() const;
-  std::string ShapeString() const;  // "[2048, 512]"
-};
-
-class SafetensorsArchive {
+class SafetensorsArchive final : public WeightSource {
  public:
   // Opens every shard of the model in `model_dir` (mapped in place, or copied with
   // FileLoad::kCopy); throws Error naming the file at fault.
@@ -36,13 +25,13 @@ class SafetensorsArchive {
   static SafetensorsArchive OpenFile(const std::string& path);
 
   // Returns the tensor or nullptr.
-  const TensorInfo* Find(const std::string& name) const;
+  const TensorInfo* Find(const std::string& name) const override;
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
   // Total bytes of all mapped files.
-  size_t MappedBytes() const;
+  size_t MappedBytes() const override;
   // Unmaps the whole pages of a tensor's bytes that has been copied elsewhere (mapped files only;
   // see MappedFile::ReleasePages).
-  void ReleasePages(const void* data, size_t bytes) const;
+  void ReleasePages(const void* data, size_t bytes) const override;
 
  private:
   void AddFile(const std::string& path, FileLoad load);

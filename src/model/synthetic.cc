@@ -181,9 +181,10 @@ Json PresetConfig(const std::string& preset) {
   throw Error("--preset: unknown preset '" + preset + "'");
 }
 
-// Fills `values` for tensor `name` of `shape`.
-void GenerateValues(const std::string& name, const std::vector<int64_t>& shape, uint64_t seed,
-                    std::vector<float>& values) {
+}  // namespace
+
+void GenerateSyntheticValues(const std::string& name, const std::vector<int64_t>& shape,
+                             uint64_t seed, std::vector<float>& values) {
   int64_t count = 1;
   for (int64_t d : shape) count *= d;
   values.resize(static_cast<size_t>(count));
@@ -206,6 +207,8 @@ void GenerateValues(const std::string& name, const std::vector<int64_t>& shape, 
   }
   for (float& v : values) v = offset + scale * rng.NextSymmetric();
 }
+
+namespace {
 
 void Encode(const std::vector<float>& values, DType dtype, std::vector<uint8_t>& bytes) {
   bytes.resize(values.size() * DTypeSize(dtype));
@@ -303,11 +306,7 @@ std::string SyntheticConfigJson(const SyntheticModelOptions& options) {
   return config.dump(2) + "\n";
 }
 
-void WriteSyntheticModel(const SyntheticModelOptions& options, const std::string& out_dir) {
-  if (options.dtype != DType::kF32 && options.dtype != DType::kBF16 &&
-      options.dtype != DType::kF16 && options.dtype != DType::kF8E4M3) {
-    throw Error("--dtype must be f32, bf16, f16 or fp8");
-  }
+ModelConfig WriteSyntheticConfig(const SyntheticModelOptions& options, const std::string& out_dir) {
   const std::string config_text = SyntheticConfigJson(options);
   const ModelConfig config = ParseModelConfig(config_text, "preset " + options.preset);
   std::filesystem::create_directories(out_dir);
@@ -319,6 +318,15 @@ void WriteSyntheticModel(const SyntheticModelOptions& options, const std::string
     WriteStringToFile(out_dir + "/tokenizer_config.json",
                       MakeTokenizerConfigJson(kSpecialTokens[0], kSpecialTokens[1]));
   }
+  return config;
+}
+
+void WriteSyntheticModel(const SyntheticModelOptions& options, const std::string& out_dir) {
+  if (options.dtype != DType::kF32 && options.dtype != DType::kBF16 &&
+      options.dtype != DType::kF16 && options.dtype != DType::kF8E4M3) {
+    throw Error("--dtype must be f32, bf16, f16 or fp8");
+  }
+  const ModelConfig config = WriteSyntheticConfig(options, out_dir);
 
   // Declare every tensor (and FP8 scales), assign shards, then stream the data.
   struct Planned {
@@ -366,7 +374,7 @@ void WriteSyntheticModel(const SyntheticModelOptions& options, const std::string
     const Planned& p = *by_name.at(decl.name);
     const std::string& weight_name = p.is_scale ? p.source : decl.name;
     const std::vector<int64_t>& shape = p.is_scale ? by_name.at(p.source)->decl.shape : decl.shape;
-    GenerateValues(weight_name, shape, options.seed, values);
+    GenerateSyntheticValues(weight_name, shape, options.seed, values);
     if (decl.dtype == DType::kF8E4M3 || p.is_scale) {
       QuantizeFp8(values, shape[0], shape[1], fp8_bytes, scales);
       if (p.is_scale) {

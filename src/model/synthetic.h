@@ -7,8 +7,12 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "model/config.h"
 
 namespace mlarun {
+
+struct GgufMix;
 
 struct SyntheticModelOptions {
   std::string preset;         // see SyntheticPresetNames()
@@ -27,5 +31,16 @@ std::vector<std::string> SyntheticPresetNames();
 std::string SyntheticConfigJson(const SyntheticModelOptions& options);
 // Writes config.json and the weights to `out_dir` (created if needed).
 void WriteSyntheticModel(const SyntheticModelOptions& options, const std::string& out_dir);
+// Writes config.json and the tokenizer files (not the weights) to `out_dir`; returns the config.
+ModelConfig WriteSyntheticConfig(const SyntheticModelOptions& options, const std::string& out_dir);
+// The float32 values of tensor `name` of `shape` (outermost first) in every synthetic model of
+// `seed` (before any rounding to the written dtype).
+void GenerateSyntheticValues(const std::string& name, const std::vector<int64_t>& shape,
+                             uint64_t seed, std::vector<float>& values);
+// Writes the preset as a GGUF file of `mix` (options.dtype is ignored: the float32 values are
+// quantised directly), generating one tensor's matrices at a time: a model of any size in the
+// memory of its largest tensor (synthetic_gguf.cc).
+void WriteSyntheticGguf(const SyntheticModelOptions& options, const GgufMix& mix,
+                        const std::string& out_path, ThreadPool* pool = nullptr);
 
 }  // namespace mlarun

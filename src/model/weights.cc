@@ -115,6 +115,28 @@ void ConvertToF32(const TensorInfo& t, float* out) {
   }
 }
 
+// A GGUF block-quantised tensor: matrices multiplied as stored, vectors dequantised.
+void BindBlocksTensor(const TensorInfo& t, const TensorSlot& slot, const std::string& where) {
+  if (slot.vector != nullptr) {
+    if (t.blocks->dequantize == nullptr)
+      throw Error(where + " has type " + std::string(t.blocks->name) +
+                  ", which mlarun cannot read");
+    slot.vector->values.resize(static_cast<size_t>(t.NumElements()));
+    t.blocks->dequantize(t.data, t.NumElements(), slot.vector->values.data());
+    return;
+  }
+  if (!t.blocks->multipliable()) {
+    throw Error(where + " has type " + std::string(t.blocks->name) +
+                ", which mlarun cannot multiply (supported: F32, F16, BF16, Q8_0, Q6_K, Q5_K, "
+                "Q4_K, Q5_0, Q5_1, Q4_0, Q4_1)");
+  }
+  *slot.matrix = {.dtype = DType::kBlocks,
+                  .rows = slot.shape[0],
+                  .cols = slot.shape[1],
+                  .data = t.data,
+                  .blocks = t.blocks};
+}
+
 }  // namespace
 
 void ForEachTensor(const ModelConfig& c, ModelWeights& w,
@@ -168,7 +190,7 @@ void ForEachTensor(const ModelConfig& c, ModelWeights& w,
   }
 }
 
-void LoadWeights(const ModelConfig& config, const SafetensorsArchive& archive,
+void LoadWeights(const ModelConfig& config, const WeightSource& archive,
                  const std::string& model_dir, ModelWeights& weights,
                  const std::function<void(int64_t, int64_t)>& on_progress) {
   int64_t total = 0;
@@ -181,7 +203,9 @@ void LoadWeights(const ModelConfig& config, const SafetensorsArchive& archive,
     if (on_progress) on_progress(++done, total);
     const TensorInfo* t = archive.Find(slot.name);
     if (t == nullptr) throw Error(model_dir + ": tensor '" + slot.name + "' is missing");
-    const std::string where = t->file + ": tensor '" + slot.name + "'";
+    // GGUF tensors keep their own names: the message gives both.
+    const std::string where = t->file + ": tensor '" + t->name + "'" +
+                              (t->name != slot.name ? " (" + slot.name + ")" : "");
     if (t->dtype == DType::kU8 && slot.matrix != nullptr) {
       if (!config.q8_packed) {
         throw Error(where +
@@ -195,6 +219,10 @@ void LoadWeights(const ModelConfig& config, const SafetensorsArchive& archive,
       expected.shape = slot.shape;
       throw Error(where + " has shape " + t->ShapeString() + ", expected " +
                   expected.ShapeString());
+    }
+    if (t->dtype == DType::kBlocks) {
+      BindBlocksTensor(*t, slot, where);
+      return;
     }
     if (t->dtype == DType::kI8 && slot.matrix != nullptr) {
       if (!config.q8_weights) {

@@ -15,7 +15,7 @@
 
 namespace mlarun {
 
-class SafetensorsArchive;
+class WeightSource;
 
 // A small float vector (norm weights, biases, router bias), converted to float32 at load.
 struct F32Vector {
@@ -40,8 +40,12 @@ struct MlaWeights {
   F32Vector kv_a_layernorm;         // [kv_lora_rank]
   WeightMatrix kv_b_proj;           // [n_head_q * (nope + v), kv_lora_rank]: per head W_uk; W_uv
   WeightMatrix o_proj;              // [hidden, n_head_q * v]
-  // Derived at load for the absorbed path: W_uk of every head transposed.
+  // Derived at load for the absorbed path: W_uk of every head transposed (split MLA GGUF
+  // files: views of attn_k_b).
   std::vector<WeightMatrix> w_uk_t;  // [n_head_q] of [kv_lora_rank, nope]
+  // Split MLA GGUF files only (else empty: the absorbed path reads W_uv from kv_b_proj): attn_v_b,
+  // W_uv of every head one after the other.
+  WeightMatrix w_uv;  // [n_head_q * v, kv_lora_rank]
 };
 
 // MHA / GQA / MQA (Llama layout).
@@ -101,7 +105,7 @@ void ForEachTensor(const ModelConfig& config, ModelWeights& weights,
 
 // Binds every required tensor of `archive` (mmap, no copy where aligned); throws Error naming the
 // file and tensor for a missing tensor, a wrong shape or an unsupported dtype.
-void LoadWeights(const ModelConfig& config, const SafetensorsArchive& archive,
+void LoadWeights(const ModelConfig& config, const WeightSource& archive,
                  const std::string& model_dir, ModelWeights& weights,
                  const std::function<void(int64_t, int64_t)>& on_progress = {});
 

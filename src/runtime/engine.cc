@@ -178,12 +178,16 @@ uint64_t FingerprintModel(const std::string& model_dir, const KvCache& cache) {
   };
   std::error_code ec;
   const fs::path dir(model_dir);
-  add_file_part(dir / "config.json", 0, 1 << 20);
   // Weights: names, sizes, the headers and samples of the data (hashing gigabytes would delay
-  // start-up; different weights differ in every sample).
+  // start-up; different weights differ in every sample). A GGUF file holds its configuration.
   std::vector<fs::path> files;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    if (e.path().extension() == ".safetensors") files.push_back(e.path());
+  if (fs::is_regular_file(dir, ec)) {
+    files.push_back(dir);
+  } else {
+    add_file_part(dir / "config.json", 0, 1 << 20);
+    for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+      if (e.path().extension() == ".safetensors") files.push_back(e.path());
+    }
   }
   std::sort(files.begin(), files.end());
   constexpr uint64_t kSample = 64 << 10;

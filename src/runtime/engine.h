@@ -166,9 +166,9 @@ class Engine {
   EngineStats stats_;
 };
 
-// Returns a 64-bit identity of the model in `model_dir` (config.json, the names, sizes and
-// sampled contents of its safetensors files) combined with the KV layout and block size, for
-// disk cache files.
+// Returns a 64-bit identity of the model in `model_dir` (config.json and the names, sizes and
+// sampled contents of its safetensors files; or those of the GGUF file `model_dir` names)
+// combined with the KV layout and block size, for disk cache files.
 uint64_t FingerprintModel(const std::string& model_dir, const KvCache& cache);
 
 }  // namespace mlarun

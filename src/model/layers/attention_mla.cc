@@ -124,16 +124,19 @@ void AttendAbsorbed(const LayerContext& ctx, const MlaWeights& w, const float* q
       Attend(ctx.exec.k, spec, rows, args_of(i), o_latent.data() + i * n_head * latent);
     });
   }
-  // o_h = W_uv_h o_lat_h with W_uv_h = rows [h * (nope + v) + nope, + v) of kv_b_proj.
+  // o_h = W_uv_h o_lat_h with W_uv_h = rows [h * (nope + v) + nope, + v) of kv_b_proj, or rows
+  // [h * v, + v) of the split file's attn_v_b.
   jobs.clear();
   for (int h = 0; h < n_head; ++h) {
     for (int64_t i = 0; i < n; ++i) {
       std::copy_n(o_latent.data() + (i * n_head + h) * latent, latent,
                   gathered.data() + h * per_head + i * latent);
     }
-    const int64_t row_begin = static_cast<int64_t>(h) * (nope + dv) + nope;
-    jobs.push_back({&w.kv_b_proj, row_begin, row_begin + dv, gathered.data() + h * per_head, n,
-                    product.data() + h * per_head});
+    const bool split = !w.w_uv.empty();
+    const int64_t row_begin =
+        static_cast<int64_t>(h) * (split ? dv : nope + dv) + (split ? 0 : nope);
+    jobs.push_back({split ? &w.w_uv : &w.kv_b_proj, row_begin, row_begin + dv,
+                    gathered.data() + h * per_head, n, product.data() + h * per_head});
   }
   MatMulBatch(ctx.exec, jobs);
   for (int h = 0; h < n_head; ++h) {
