@@ -24,13 +24,12 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE = os.path.normpath(os.path.join(HERE, "..", ".."))
+from llamacpp_setup import SOURCE, install_llamacpp, run
+
 PRESETS = ("tiny-v2-lite", "tiny-v3", "tiny-llama-mha", "tiny-llama-gqa", "tiny-llama-mqa",
            "tiny-qwen2")
 # Fixed ids below the tiny presets' vocabulary of 512 (the GGUF's ids 0-255 are byte tokens, but
@@ -42,32 +41,13 @@ IDS = [1, 17, 300, 42, 511, 7, 256, 99, 3, 480, 123, 64, 200, 5, 333, 77, 410, 1
 ATOL = 1e-4
 
 
-def run(cmd, **kwargs):
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kwargs)
-    if proc.returncode != 0:
-        sys.exit(f"FAIL: {' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
-    return proc.stdout
-
-
-def node_llama_cpp_version():
-    with open(os.path.join(SOURCE, "bench", "llamacpp", "compare.sh")) as f:
-        for line in f:
-            if line.startswith("NODE_LLAMA_CPP="):
-                return line.split("=", 1)[1].split()[0]
-    sys.exit("FAIL: bench/llamacpp/compare.sh names no NODE_LLAMA_CPP version")
-
-
 def main():
     parser = argparse.ArgumentParser(description="mlarun vs llama.cpp logits")
     parser.add_argument("--mlarun", required=True)
     parser.add_argument("--workdir", required=True)
     parser.add_argument("--npm-dir", required=True)
     args = parser.parse_args()
-    env = dict(os.environ, npm_config_ignore_scripts="true")
-    run(["bash", os.path.join(SOURCE, "scripts", "npm-install.sh"), args.npm_dir,
-         f"node-llama-cpp@{node_llama_cpp_version()}"], env=env)
-    script = os.path.join(args.npm_dir, "llamacpp_bench.mjs")
-    shutil.copy(os.path.join(SOURCE, "bench", "llamacpp", "llamacpp_bench.mjs"), script)
+    script = install_llamacpp(args.npm_dir)
     shutil.rmtree(args.workdir, ignore_errors=True)
     os.makedirs(args.workdir)
     failures = 0

@@ -26,13 +26,12 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE = os.path.normpath(os.path.join(HERE, "..", ".."))
+from llamacpp_setup import SOURCE, install_llamacpp, run
+
 # (name, preset, config patch): the tiny presets, whose rows of 16-128 values take the 32-value
 # types (Q8_0, Q5_0, Q5_1, Q4_0) and F16, and the same with rows of 256 (hidden 256) for the
 # K-quants. The wide MoE ones route each token to all experts (a random model's near-equal
@@ -80,21 +79,6 @@ TOLERANCE = {
 FLOAT32_ONLY = ("tiny-v2-lite", "tiny-v3")
 
 
-def run(cmd, **kwargs):
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kwargs)
-    if proc.returncode != 0:
-        sys.exit(f"FAIL: {' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
-    return proc.stdout
-
-
-def node_llama_cpp_version():
-    with open(os.path.join(SOURCE, "bench", "llamacpp", "compare.sh")) as f:
-        for line in f:
-            if line.startswith("NODE_LLAMA_CPP="):
-                return line.split("=", 1)[1].split()[0]
-    sys.exit("FAIL: bench/llamacpp/compare.sh names no NODE_LLAMA_CPP version")
-
-
 class Checker:
     def __init__(self, args, script):
         self.args = args
@@ -139,11 +123,7 @@ def main():
     parser.add_argument("--types", default=",".join(TYPES))
     parser.add_argument("--presets", default=",".join(name for name, _, _ in PRESETS))
     args = parser.parse_args()
-    env = dict(os.environ, npm_config_ignore_scripts="true")
-    run(["bash", os.path.join(SOURCE, "scripts", "npm-install.sh"), args.npm_dir,
-         f"node-llama-cpp@{node_llama_cpp_version()}"], env=env)
-    script = os.path.join(args.npm_dir, "llamacpp_bench.mjs")
-    shutil.copy(os.path.join(SOURCE, "bench", "llamacpp", "llamacpp_bench.mjs"), script)
+    script = install_llamacpp(args.npm_dir)
     shutil.rmtree(args.workdir, ignore_errors=True)
     os.makedirs(args.workdir)
     check = Checker(args, script)
