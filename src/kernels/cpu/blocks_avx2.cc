@@ -25,6 +25,8 @@
 // sequence of operations whatever the tile, batch or row range (batch invariant); rows whose
 // blocks end within a group run their last group from a zero-padded copy. The first token tile
 // over a row prefetches the weights.
+// The driver (group step, row tiles, passes, dispatch) is blocks_simd_impl.h's, shared with
+// AVX-512.
 // Per group of 8 blocks and token on Skylake (llvm-mca): 1 token ~24 (Q4_0, Q4_K), ~26-32 (Q8_0,
 // Q6_K, Q4_1), ~34 (Q5_K) and ~45 (Q5_0, Q5_1) cycles; tiles of 4 tokens ~15-20 per token.
 #include <immintrin.h>
@@ -33,10 +35,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/check.h"
-#include "kernels/block_formats.h"
 #include "kernels/cpu/blocks_simd.h"
-#include "kernels/matmul.h"
 #include "kernels/quant.h"
 
 namespace mlarun::avx2 {
@@ -46,24 +45,22 @@ constexpr int kGroupBlocks = 8;
 // Per token and group: the 8 arranged value vectors, then xs, aux and halves (32 bytes each).
 constexpr int64_t kTokenGroupBytes = 11 * 32;
 constexpr int64_t kXsAt = 256, kAuxAt = 288, kHalvesAt = 320;
-// The prepared activations of a pass over the rows: on the stack up to kPrepStackBytes, else
-// (passes of kMinPassTokens or more wide tokens) on the heap.
-constexpr int64_t kPrepStackBytes = 64 * 1024;
-constexpr int64_t kMinPassTokens = 16;
 // Token tiles of up to 4 tokens: llvm-mca (Skylake) per group and token, Q4_0 19.1 cycles with
 // 2, 14.8 with 4 (a few spills); Q4_K 19.1 / 16.5.
 constexpr int kMaxTileTokens = 4;
-// The first token tile over a row prefetches the weights this far ahead (as blocks_avx512.cc).
-constexpr int64_t kPrefetchBytes = 1536;
 
 // Block of the group in lane L of a reduced vector.
 constexpr int Beta(int lane) { return 2 * (lane % 4) + lane / 4; }
 alignas(32) constexpr int32_t kBetaLanes[8] = {0, 2, 4, 6, 1, 3, 5, 7};
 
+using VecI = __m256i;
+using VecF = __m256;
+
 inline __m256i Load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m128i Load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 inline __m256i Broadcast128(const void* p) { return _mm256_broadcastsi128_si256(Load128(p)); }
 inline __m256i Nibbles() { return _mm256_set1_epi8(0x0f); }
+inline __m256 ZeroF() { return _mm256_setzero_ps(); }
 
 inline __m256i Level1(__m256i a, __m256i b) {
   return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
@@ -127,6 +124,7 @@ struct SmallFormat {
   static constexpr Aux kAux = kHasMin ? Aux::kMinA : Aux::kShift;
   static constexpr int kShift = kShiftBits;
   static constexpr bool kHalves = false;
+  static constexpr int kMaxTile = kMaxTileTokens;
   struct Scales {
     __m256 s, m;
   };
@@ -137,7 +135,7 @@ struct SmallFormat {
     return s;
   }
   template <int P>
-  [[gnu::always_inline]] static void Pair(const uint8_t* g, __m256i* f, __m256i* gv) {
+  [[gnu::always_inline]] static void Decode(const uint8_t* g, __m256i* f, __m256i* gv) {
     const uint8_t* b = g + 2 * P * kBB;
     const __m256i z = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(b + kBB + kQs),
                                           reinterpret_cast<const __m128i*>(b + kQs));
@@ -158,11 +156,6 @@ struct SmallFormat {
   }
 };
 
-using Q4_0 = SmallFormat<18, 2, -1, false, 4>;
-using Q4_1 = SmallFormat<20, 4, -1, true, 0>;
-using Q5_0 = SmallFormat<22, 6, 2, false, 3>;
-using Q5_1 = SmallFormat<24, 8, 4, true, 0>;
-
 // Q8_0: signed values, |q| against the activations with q's sign.
 struct Q8_0 {
   static constexpr int kBB = 34;
@@ -170,6 +163,7 @@ struct Q8_0 {
   static constexpr Aux kAux = Aux::kNone;
   static constexpr int kShift = 0;
   static constexpr bool kHalves = false;
+  static constexpr int kMaxTile = kMaxTileTokens;
   struct Scales {
     __m256 s, m;
   };
@@ -177,7 +171,7 @@ struct Q8_0 {
     return {_mm256_cvtph_ps(GroupWords<kBB, 0>(g)), _mm256_setzero_ps()};
   }
   template <int P>
-  [[gnu::always_inline]] static void Pair(const uint8_t* g, __m256i* f, __m256i* gv) {
+  [[gnu::always_inline]] static void Decode(const uint8_t* g, __m256i* f, __m256i* gv) {
     const uint8_t* b = g + 2 * P * kBB + 2;
     *f = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(b + kBB),
                              reinterpret_cast<const __m128i*>(b));
@@ -222,6 +216,7 @@ struct KFormat {
   static constexpr Aux kAux = Aux::kMinA;
   static constexpr int kShift = 0;
   static constexpr bool kHalves = false;
+  static constexpr int kMaxTile = kMaxTileTokens;
   struct Scales {
     __m256 s, m;  // d sc_j and -dmin m_j
   };
@@ -240,7 +235,7 @@ struct KFormat {
                           _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(r, 8))))};
   }
   template <int P>
-  [[gnu::always_inline]] static void Pair(const uint8_t* g, __m256i* f, __m256i* gv) {
+  [[gnu::always_inline]] static void Decode(const uint8_t* g, __m256i* f, __m256i* gv) {
     const __m256i shift = _mm256_setr_epi64x(0, 0, 4, 4);
     const uint8_t* qs = g + kQs + 32 * P;
     *f = _mm256_and_si256(_mm256_srlv_epi64(Broadcast128(qs), shift), Nibbles());
@@ -266,15 +261,13 @@ struct KFormat {
   }
 };
 
-using Q4_K = KFormat<144, 16, -1>;
-using Q5_K = KFormat<176, 48, 16>;
-
 // Q6_K: a group is one super-block; pair P = blocks 2 (P % 2), + 1 of half P / 2.
 struct Q6_K {
   static constexpr int64_t kGroupBytes = 210;
   static constexpr Aux kAux = Aux::kNone;
   static constexpr int kShift = 0;
   static constexpr bool kHalves = true;
+  static constexpr int kMaxTile = kMaxTileTokens;
   struct Scales {
     __m256 s;
     __m256i sc_f[4], sc_g[4];  // per pair: lane k's scale in every int16 word
@@ -300,7 +293,7 @@ struct Q6_K {
     return s;
   }
   template <int P>
-  [[gnu::always_inline]] static void Pair(const uint8_t* g, __m256i* f, __m256i* gv) {
+  [[gnu::always_inline]] static void Decode(const uint8_t* g, __m256i* f, __m256i* gv) {
     const uint8_t* ql = g + 64 * (P / 2);
     const uint8_t* qh = g + 128 + 32 * (P / 2);
     const __m256i qa = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(ql + 32),
@@ -395,17 +388,6 @@ template <class Fmt>
   return _mm256_fmadd_ps(_mm256_loadu_ps(reinterpret_cast<const float*>(tg + kXsAt)), t, acc);
 }
 
-// Pairs P and P + 1 of a group against one token's prepared activations `a` (the group's):
-// Level1 of their sums.
-template <class Fmt, int P>
-[[gnu::always_inline]] inline __m256i PairPair(const typename Fmt::Scales& s, const __m256i (&w)[4],
-                                               const uint8_t* a) {
-  const uint8_t* a0 = a + 64 * P;
-  const uint8_t* a1 = a0 + 64;
-  return Level1(Fmt::template Dot<P>(s, w[0], w[1], Load(a0), Load(a0 + 32)),
-                Fmt::template Dot<P + 1>(s, w[2], w[3], Load(a1), Load(a1 + 32)));
-}
-
 inline float HorizontalSum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -413,135 +395,11 @@ inline float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// One group of a row (at g) against NT tokens' prepared activations of the group (tg + t *
-// token_bytes), added to acc: pairs 0 and 1 decoded, then every token's sums of them; pairs 2
-// and 3 likewise, then every token's float part.
-template <class Fmt, int NT>
-[[gnu::always_inline]] inline void GroupStep(const uint8_t* g, const uint8_t* tg, bool prefetch,
-                                             int64_t token_bytes, __m256 (&acc)[NT]) {
-  if (prefetch) {
-    for (int64_t b = 0; b < Fmt::kGroupBytes; b += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(g + kPrefetchBytes + b), _MM_HINT_T0);
-  }
-  const typename Fmt::Scales s = Fmt::LoadScales(g);
-  __m256i w[4], s01[NT];
-  Fmt::template Pair<0>(g, &w[0], &w[1]);
-  Fmt::template Pair<1>(g, &w[2], &w[3]);
-  for (int t = 0; t < NT; ++t) s01[t] = PairPair<Fmt, 0>(s, w, tg + t * token_bytes);
-  Fmt::template Pair<2>(g, &w[0], &w[1]);
-  Fmt::template Pair<3>(g, &w[2], &w[3]);
-  for (int t = 0; t < NT; ++t) {
-    const uint8_t* a = tg + t * token_bytes;
-    acc[t] = Accumulate<Fmt>(s, Level2(s01[t], PairPair<Fmt, 2>(s, w, a)), a, acc[t]);
-  }
-}
-
-// One row against NT tokens (their prepared activations at tok + t * token_bytes): y[t * ldy].
-template <class Fmt, int NT>
-void RowTile(const uint8_t* row, int64_t full_groups, const uint8_t* tail, bool prefetch,
-             const uint8_t* tok, int64_t token_bytes, float* y, int64_t ldy) {
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-  for (int64_t g = 0; g < full_groups; ++g)
-    GroupStep<Fmt, NT>(row + g * Fmt::kGroupBytes, tok + g * kTokenGroupBytes, prefetch,
-                       token_bytes, acc);
-  if (tail != nullptr) {
-    GroupStep<Fmt, NT>(tail, tok + full_groups * kTokenGroupBytes, prefetch, token_bytes, acc);
-  }
-  for (int t = 0; t < NT; ++t) y[t * ldy] = HorizontalSum(acc[t]);
-}
-
-// RowTile<Fmt, width> for width in [1, N].
-template <class Fmt, int N>
-inline void TileOfWidth(int64_t width, const uint8_t* row, int64_t full_groups, const uint8_t* tail,
-                        bool prefetch, const uint8_t* tok, int64_t token_bytes, float* y,
-                        int64_t ldy) {
-  if (width == N) {
-    RowTile<Fmt, N>(row, full_groups, tail, prefetch, tok, token_bytes, y, ldy);
-  } else if constexpr (N > 1) {
-    TileOfWidth<Fmt, N - 1>(width, row, full_groups, tail, prefetch, tok, token_bytes, y, ldy);
-  }
-}
-
-// Scratch for passes whose prepared tokens do not fit the stack buffer.
-struct HeapBytes {
-  explicit HeapBytes(int64_t n) : p(n > 0 ? new uint8_t[static_cast<size_t>(n)] : nullptr) {}
-  ~HeapBytes() { delete[] p; }
-  HeapBytes(const HeapBytes&) = delete;
-  HeapBytes& operator=(const HeapBytes&) = delete;
-  uint8_t* p;
-};
-
-template <class Fmt>
-void MatMulBlocks(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const Q8Activations& x,
-                  float* y, int64_t ldy) {
-  const int64_t n_blocks = w.cols / kQ8Block;
-  const int64_t n_groups = (n_blocks + kGroupBlocks - 1) / kGroupBlocks;
-  const int64_t full_groups = n_blocks / kGroupBlocks;
-  // (BlockFormat::Bytes by hand: an inline member not inlined at -O1 would be a weak symbol here.)
-  const int64_t row_bytes = w.cols / w.blocks->block_values * w.blocks->block_bytes;
-  const int64_t tail_bytes = row_bytes - full_groups * Fmt::kGroupBytes;
-  const int64_t token_bytes = n_groups * kTokenGroupBytes;
-  const int64_t stack_tokens = kPrepStackBytes / token_bytes;
-  const int64_t per_pass =
-      std::min(x.n_tokens, std::max(stack_tokens, std::min<int64_t>(kMinPassTokens, x.n_tokens)));
-  alignas(64) uint8_t stack[kPrepStackBytes];
-  HeapBytes heap(per_pass > stack_tokens ? per_pass * token_bytes : 0);
-  uint8_t* const prep = heap.p != nullptr ? heap.p : stack;
-  const uint8_t* data = static_cast<const uint8_t*>(w.data);
-  alignas(64) uint8_t tail[Fmt::kGroupBytes];
-  for (int64_t t0 = 0; t0 < x.n_tokens; t0 += per_pass) {
-    const int64_t nt = std::min(per_pass, x.n_tokens - t0);
-    for (int64_t t = 0; t < nt; ++t) PrepareToken<Fmt>(x, t0 + t, n_groups, prep + t * token_bytes);
-    for (int64_t r = row_begin; r < row_end; ++r) {
-      const uint8_t* row = data + r * row_bytes;
-      const uint8_t* tail_group = nullptr;
-      if (tail_bytes > 0) {
-        std::memset(tail, 0, sizeof(tail));
-        std::memcpy(tail, row + full_groups * Fmt::kGroupBytes, static_cast<size_t>(tail_bytes));
-        tail_group = tail;
-      }
-      float* out = y + t0 * ldy + (r - row_begin);
-      // Tiles of near-equal widths, each token alone in its tile's math.
-      const int64_t n_tiles = (nt + kMaxTileTokens - 1) / kMaxTileTokens;
-      for (int64_t i = 0, t = 0; i < n_tiles; ++i) {
-        const int64_t width = (nt - t) / (n_tiles - i);
-        TileOfWidth<Fmt, kMaxTileTokens>(width, row, full_groups, tail_group, i == 0,
-                                         prep + t * token_bytes, token_bytes, out + t * ldy, ldy);
-        t += width;
-      }
-    }
-  }
-}
-
 }  // namespace
-
-void MatMulRowsBlocks(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
-                      const Q8Activations& x, float* y, int64_t ldy) {
-  MLARUN_CHECK(w.blocks != nullptr && x.cols == w.cols && w.cols % w.blocks->block_values == 0);
-  switch (w.blocks->ggml_type) {
-    case kGgmlQ4_0:
-      return MatMulBlocks<Q4_0>(w, row_begin, row_end, x, y, ldy);
-    case kGgmlQ4_1:
-      return MatMulBlocks<Q4_1>(w, row_begin, row_end, x, y, ldy);
-    case kGgmlQ5_0:
-      return MatMulBlocks<Q5_0>(w, row_begin, row_end, x, y, ldy);
-    case kGgmlQ5_1:
-      return MatMulBlocks<Q5_1>(w, row_begin, row_end, x, y, ldy);
-    case kGgmlQ8_0:
-      return MatMulBlocks<Q8_0>(w, row_begin, row_end, x, y, ldy);
-    case kGgmlQ4_K:
-      return MatMulBlocks<Q4_K>(w, row_begin, row_end, x, y, ldy);
-    case kGgmlQ5_K:
-      return MatMulBlocks<Q5_K>(w, row_begin, row_end, x, y, ldy);
-    case kGgmlQ6_K:
-      return MatMulBlocks<Q6_K>(w, row_begin, row_end, x, y, ldy);
-    default:
-      return MatMulRowsBlocksScalar(w, row_begin, row_end, x, y, ldy);
-  }
-}
-
 }  // namespace mlarun::avx2
+
+#define SIMD_NAMESPACE avx2
+#include "kernels/cpu/blocks_simd_impl.h"
 
 namespace mlarun::detail {
 void MatMulRowsBlocksAvx2(const WeightMatrix& w, int64_t row_begin, int64_t row_end,

@@ -28,6 +28,7 @@
 // weights). Each (row, token) output is the same sequence of operations whatever the tile, batch
 // or row range (batch invariant); rows whose blocks end within a group run their last group from
 // a zero-padded copy.
+// The driver (group step, row tiles, passes, dispatch) is blocks_simd_impl.h's, shared with AVX2.
 // Per group and token on Sapphire Rapids (llvm-mca): 1 token ~26-28 (Q6_K, Q4_0), ~30-34 (Q4_1,
 // Q4_K, Q8_0), ~42 (Q5_K) and ~52 (Q5_0, Q5_1: their high bits by scalar code) cycles; tiles of
 // 8 tokens ~12 (Q4_0) and ~15 (Q4_K) cycles per token.
@@ -37,10 +38,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/check.h"
-#include "kernels/block_formats.h"
 #include "kernels/cpu/blocks_simd.h"
-#include "kernels/matmul.h"
 #include "kernels/quant.h"
 
 namespace mlarun::avx512 {
@@ -50,18 +48,9 @@ constexpr int kGroupBlocks = 16;
 // Per token and group: the 8 arranged value vectors, then xs, aux and halves (64 bytes each).
 constexpr int64_t kTokenGroupBytes = 11 * 64;
 constexpr int64_t kXsAt = 512, kAuxAt = 576, kHalvesAt = 640;
-// The prepared activations of a pass over the rows: on the stack up to kPrepStackBytes, else
-// (passes of kMinPassTokens or more wide tokens) on the heap.
-constexpr int64_t kPrepStackBytes = 64 * 1024;
-constexpr int64_t kMinPassTokens = 16;
 // Token tiles of up to 8 tokens (Q6_K 4: its scales take registers too); llvm-mca (Sapphire
 // Rapids) per group and token: Q4_K 17.3 cycles with 4, 14.9 with 8.
 constexpr int kMaxTileTokens = 8;
-// The first token tile over a row prefetches the weights this far ahead into L1 (the rows stream
-// from memory once per pass; later tiles find them in cache). Q4_K 4096 x 2048, one token, one
-// thread (this project's Intel Xeon VM, busy): 7.8-8.2 GB/s without, 9.3-10.9 with 1,536 bytes
-// (2,048: 9.1-11.3, 768: 8.7-9.2), with a read probe at 12-13 GB/s.
-constexpr int64_t kPrefetchBytes = 1536;
 
 // The blocks of a quad in its F and G vectors' 128-bit lanes (a format's choice: the order its
 // bytes give with the fewest shuffles).
@@ -96,8 +85,13 @@ constexpr Qwords8 MakeArrangeF(QuadOrder o) {
 // Lanes holding blocks 8-15 (the second super-block of a K-quant group) for every order used.
 constexpr __mmask16 kSecondHalfLanes = 0xCCCC;
 
+using VecI = __m512i;
+using VecF = __m512;
+
 inline __m512i Load(const void* p) { return _mm512_loadu_si512(p); }
 inline __m512i Nibbles() { return _mm512_set1_epi8(0x0f); }
+inline __m512 ZeroF() { return _mm512_setzero_ps(); }
+inline float HorizontalSum(__m512 v) { return _mm512_reduce_add_ps(v); }
 
 // Sums of lane pairs of a and b (level 1) and of lane quads (level 2), within 128-bit lanes.
 inline __m512i Level1(__m512i a, __m512i b) {
@@ -224,7 +218,7 @@ struct SmallFormat {
     return s;
   }
   template <int J>
-  [[gnu::always_inline]] static void Quad(const uint8_t* g, __m512i* f, __m512i* gv) {
+  [[gnu::always_inline]] static void Decode(const uint8_t* g, __m512i* f, __m512i* gv) {
     const uint8_t* b = g + 4 * J * kBB;
     if constexpr (kBB % 4 == 0 && kQs % 4 == 0) {
       // The 4 blocks' qs are whole dwords of their 80 / 96 bytes: one vpermt2d.
@@ -252,15 +246,10 @@ struct SmallFormat {
   }
   template <int J>
   [[gnu::always_inline]] static __m512i Dot(const Scales&, __m512i f, __m512i g, __m512i af,
-                                            __m512i ag, __m512i zero) {
-    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, f, af), g, ag);
+                                            __m512i ag) {
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), f, af), g, ag);
   }
 };
-
-using Q4_0 = SmallFormat<18, 2, -1, false, 4>;
-using Q4_1 = SmallFormat<20, 4, -1, true, 0>;
-using Q5_0 = SmallFormat<22, 6, 2, false, 3>;
-using Q5_1 = SmallFormat<24, 8, 4, true, 0>;
 
 // Q8_0: f16 d, 32 int8 values; weights q + 128 (unsigned), offsets added.
 struct Q8_0 {
@@ -280,7 +269,7 @@ struct Q8_0 {
             _mm512_setzero_ps()};
   }
   template <int J>
-  [[gnu::always_inline]] static void Quad(const uint8_t* g, __m512i* f, __m512i* gv) {
+  [[gnu::always_inline]] static void Decode(const uint8_t* g, __m512i* f, __m512i* gv) {
     const uint8_t* b = g + 4 * J * kBB + 2;
     auto two = [](const uint8_t* p) {
       return _mm512_inserti64x4(
@@ -294,8 +283,8 @@ struct Q8_0 {
   }
   template <int J>
   [[gnu::always_inline]] static __m512i Dot(const Scales&, __m512i f, __m512i g, __m512i af,
-                                            __m512i ag, __m512i zero) {
-    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, f, af), g, ag);
+                                            __m512i ag) {
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), f, af), g, ag);
   }
 };
 
@@ -367,7 +356,7 @@ struct KFormat {
             _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(dd, 1)), mn)};
   }
   template <int J>
-  [[gnu::always_inline]] static void Quad(const uint8_t* g, __m512i* f, __m512i* gv) {
+  [[gnu::always_inline]] static void Decode(const uint8_t* g, __m512i* f, __m512i* gv) {
     const uint8_t* sb = g + (J / 2) * kSB;
     constexpr int kQ = J % 2;
     __m512i lo, hi;
@@ -389,13 +378,10 @@ struct KFormat {
   }
   template <int J>
   [[gnu::always_inline]] static __m512i Dot(const Scales&, __m512i f, __m512i g, __m512i af,
-                                            __m512i ag, __m512i zero) {
-    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, f, af), g, ag);
+                                            __m512i ag) {
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), f, af), g, ag);
   }
 };
-
-using Q4_K = KFormat<144, 16, -1>;
-using Q5_K = KFormat<176, 48, 16>;
 
 // Q6_K: ql[128], qh[64], int8 scales[16], f16 d at 208. Quad J = half J % 2 of super-block J / 2.
 struct Q6_K {
@@ -440,7 +426,7 @@ struct Q6_K {
     return s;
   }
   template <int J>
-  [[gnu::always_inline]] static void Quad(const uint8_t* g, __m512i* f, __m512i* gv) {
+  [[gnu::always_inline]] static void Decode(const uint8_t* g, __m512i* f, __m512i* gv) {
     const uint8_t* sb = g + (J / 2) * kSB;
     const uint8_t* ql = sb + 64 * (J % 2);
     const uint8_t* qh = sb + 128 + 32 * (J % 2);
@@ -460,13 +446,14 @@ struct Q6_K {
   // Each half's sums (4 products a lane, within int16) times its scale.
   template <int J>
   [[gnu::always_inline]] static __m512i Dot(const Scales& s, __m512i f, __m512i g, __m512i af,
-                                            __m512i ag, __m512i zero) {
+                                            __m512i ag) {
+    const __m512i zero = _mm512_setzero_si512();
     return _mm512_dpwssd_epi32(_mm512_madd_epi16(_mm512_dpbusd_epi32(zero, f, af), s.sc_f[J]),
                                _mm512_dpbusd_epi32(zero, g, ag), s.sc_g[J]);
   }
 };
 
-// ---- Activations, the row kernel and the driver. ----
+// ---- Activations and the float part (the row kernel and driver: blocks_simd_impl.h). ----
 
 // One token's activations for the group kernels: per group the quads' F and G value vectors, xs
 // in lane order, the format's aux values, and (Q6_K) the half sums as int16 pairs.
@@ -536,148 +523,11 @@ template <class Fmt>
   return _mm512_fmadd_ps(_mm512_loadu_ps(tg + kXsAt), t, acc);
 }
 
-// Quads J and J + 1 of a group against one token's prepared activations `a` (the group's):
-// Level1 of their sums.
-template <class Fmt, int J>
-[[gnu::always_inline]] inline __m512i QuadPair(const typename Fmt::Scales& s, const __m512i (&w)[4],
-                                               const uint8_t* a) {
-  const uint8_t* a0 = a + 128 * J;
-  const uint8_t* a1 = a0 + 128;
-  const __m512i zero = _mm512_setzero_si512();
-  return Level1(Fmt::template Dot<J>(s, w[0], w[1], Load(a0), Load(a0 + 64), zero),
-                Fmt::template Dot<J + 1>(s, w[2], w[3], Load(a1), Load(a1 + 64), zero));
-}
-
-// One group of a row (at g) against NT tokens' prepared activations of the group (tg + t *
-// token_bytes), added to acc: quads 0 and 1 decoded, then every token's sums of them; quads 2
-// and 3 likewise, then every token's float part (the registers live across tokens: the
-// accumulators, the first pair's sums and the 4 decoded vectors).
-template <class Fmt, int NT>
-[[gnu::always_inline]] inline void GroupStep(const uint8_t* g, const uint8_t* tg, bool prefetch,
-                                             int64_t token_bytes, __m512 (&acc)[NT]) {
-  if (prefetch) {
-    for (int64_t b = 0; b < Fmt::kGroupBytes; b += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(g + kPrefetchBytes + b), _MM_HINT_T0);
-  }
-  const typename Fmt::Scales s = Fmt::LoadScales(g);
-  __m512i w[4], s01[NT];
-  Fmt::template Quad<0>(g, &w[0], &w[1]);
-  Fmt::template Quad<1>(g, &w[2], &w[3]);
-  for (int t = 0; t < NT; ++t) s01[t] = QuadPair<Fmt, 0>(s, w, tg + t * token_bytes);
-  Fmt::template Quad<2>(g, &w[0], &w[1]);
-  Fmt::template Quad<3>(g, &w[2], &w[3]);
-  for (int t = 0; t < NT; ++t) {
-    const uint8_t* a = tg + t * token_bytes;
-    acc[t] = Accumulate<Fmt>(s, Level2(s01[t], QuadPair<Fmt, 2>(s, w, a)), a, acc[t]);
-  }
-}
-
-// One row against NT tokens (their prepared activations at tok + t * token_bytes): y[t * ldy].
-template <class Fmt, int NT>
-void RowTile(const uint8_t* row, int64_t full_groups, const uint8_t* tail, bool prefetch,
-             const uint8_t* tok, int64_t token_bytes, float* y, int64_t ldy) {
-  __m512 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-  for (int64_t g = 0; g < full_groups; ++g)
-    GroupStep<Fmt, NT>(row + g * Fmt::kGroupBytes, tok + g * kTokenGroupBytes, prefetch,
-                       token_bytes, acc);
-  if (tail != nullptr) {
-    GroupStep<Fmt, NT>(tail, tok + full_groups * kTokenGroupBytes, prefetch, token_bytes, acc);
-  }
-  for (int t = 0; t < NT; ++t) y[t * ldy] = _mm512_reduce_add_ps(acc[t]);
-}
-
-// RowTile<Fmt, width> for width in [1, N].
-template <class Fmt, int N>
-inline void TileOfWidth(int64_t width, const uint8_t* row, int64_t full_groups, const uint8_t* tail,
-                        bool prefetch, const uint8_t* tok, int64_t token_bytes, float* y,
-                        int64_t ldy) {
-  if (width == N) {
-    RowTile<Fmt, N>(row, full_groups, tail, prefetch, tok, token_bytes, y, ldy);
-  } else if constexpr (N > 1) {
-    TileOfWidth<Fmt, N - 1>(width, row, full_groups, tail, prefetch, tok, token_bytes, y, ldy);
-  }
-}
-
-// Scratch for passes whose prepared tokens do not fit the stack buffer.
-struct HeapBytes {
-  explicit HeapBytes(int64_t n) : p(n > 0 ? new uint8_t[static_cast<size_t>(n)] : nullptr) {}
-  ~HeapBytes() { delete[] p; }
-  HeapBytes(const HeapBytes&) = delete;
-  HeapBytes& operator=(const HeapBytes&) = delete;
-  uint8_t* p;
-};
-
-template <class Fmt>
-void MatMulBlocks(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const Q8Activations& x,
-                  float* y, int64_t ldy) {
-  const int64_t n_blocks = w.cols / kQ8Block;
-  const int64_t n_groups = (n_blocks + kGroupBlocks - 1) / kGroupBlocks;
-  const int64_t full_groups = n_blocks / kGroupBlocks;
-  // (BlockFormat::Bytes by hand: an inline member not inlined at -O1 would be a weak symbol here.)
-  const int64_t row_bytes = w.cols / w.blocks->block_values * w.blocks->block_bytes;
-  const int64_t tail_bytes = row_bytes - full_groups * Fmt::kGroupBytes;
-  const int64_t token_bytes = n_groups * kTokenGroupBytes;
-  const int64_t stack_tokens = kPrepStackBytes / token_bytes;
-  const int64_t per_pass =
-      std::min(x.n_tokens, std::max(stack_tokens, std::min<int64_t>(kMinPassTokens, x.n_tokens)));
-  alignas(64) uint8_t stack[kPrepStackBytes];
-  HeapBytes heap(per_pass > stack_tokens ? per_pass * token_bytes : 0);
-  uint8_t* const prep = heap.p != nullptr ? heap.p : stack;
-  const uint8_t* data = static_cast<const uint8_t*>(w.data);
-  alignas(64) uint8_t tail[Fmt::kGroupBytes];
-  for (int64_t t0 = 0; t0 < x.n_tokens; t0 += per_pass) {
-    const int64_t nt = std::min(per_pass, x.n_tokens - t0);
-    for (int64_t t = 0; t < nt; ++t) PrepareToken<Fmt>(x, t0 + t, n_groups, prep + t * token_bytes);
-    for (int64_t r = row_begin; r < row_end; ++r) {
-      const uint8_t* row = data + r * row_bytes;
-      const uint8_t* tail_group = nullptr;
-      if (tail_bytes > 0) {
-        std::memset(tail, 0, sizeof(tail));
-        std::memcpy(tail, row + full_groups * Fmt::kGroupBytes, static_cast<size_t>(tail_bytes));
-        tail_group = tail;
-      }
-      float* out = y + t0 * ldy + (r - row_begin);
-      // Tiles of near-equal widths (17 tokens: 6 6 5), each token alone in its tile's math.
-      const int64_t n_tiles = (nt + Fmt::kMaxTile - 1) / Fmt::kMaxTile;
-      for (int64_t i = 0, t = 0; i < n_tiles; ++i) {
-        const int64_t width = (nt - t) / (n_tiles - i);
-        TileOfWidth<Fmt, Fmt::kMaxTile>(width, row, full_groups, tail_group, i == 0,
-                                        prep + t * token_bytes, token_bytes, out + t * ldy, ldy);
-        t += width;
-      }
-    }
-  }
-}
-
 }  // namespace
-
-void MatMulRowsBlocks(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
-                      const Q8Activations& x, float* y, int64_t ldy) {
-  MLARUN_CHECK(w.blocks != nullptr && x.cols == w.cols && w.cols % w.blocks->block_values == 0);
-  switch (w.blocks->ggml_type) {
-    case kGgmlQ4_0:
-      return MatMulBlocks<Q4_0>(w, row_begin, row_end, x, y, ldy);
-    case kGgmlQ4_1:
-      return MatMulBlocks<Q4_1>(w, row_begin, row_end, x, y, ldy);
-    case kGgmlQ5_0:
-      return MatMulBlocks<Q5_0>(w, row_begin, row_end, x, y, ldy);
-    case kGgmlQ5_1:
-      return MatMulBlocks<Q5_1>(w, row_begin, row_end, x, y, ldy);
-    case kGgmlQ8_0:
-      return MatMulBlocks<Q8_0>(w, row_begin, row_end, x, y, ldy);
-    case kGgmlQ4_K:
-      return MatMulBlocks<Q4_K>(w, row_begin, row_end, x, y, ldy);
-    case kGgmlQ5_K:
-      return MatMulBlocks<Q5_K>(w, row_begin, row_end, x, y, ldy);
-    case kGgmlQ6_K:
-      return MatMulBlocks<Q6_K>(w, row_begin, row_end, x, y, ldy);
-    default:
-      return MatMulRowsBlocksScalar(w, row_begin, row_end, x, y, ldy);
-  }
-}
-
 }  // namespace mlarun::avx512
+
+#define SIMD_NAMESPACE avx512
+#include "kernels/cpu/blocks_simd_impl.h"
 
 namespace mlarun::detail {
 void MatMulRowsBlocksAvx512(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
