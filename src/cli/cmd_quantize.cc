@@ -88,9 +88,10 @@ void RegisterQuantize(CLI::App& app, int* exit_code) {
                   "Write a GGUF file instead, with this llama.cpp-style mix: " + GgufMixNames())
       ->check(CLI::IsMember(std::vector<std::string>{"f32", "f16", "bf16", "q8_0", "q6_k", "q5_k_m",
                                                      "q4_k_m", "q4_0"}));
-  cmd->add_option("--tensor-type", args->tensor_types,
-                  "With --type: PATTERN=TYPE stores the matrices whose GGUF name matches the regex "
-                  "in TYPE (e.g. attn_v_b=bf16); repeatable, later ones win");
+  cmd->add_option(
+      "--tensor-type", args->tensor_types,
+      "With --type: PATTERN=TYPE stores the matrices whose GGUF name contains a match of "
+      "the glob in TYPE (e.g. attn_v_b=bf16); repeatable, later ones win");
   cmd->add_option("--mla-layout", args->mla_layout,
                   "GGUF MLA tensors: split (attn_k_b + attn_v_b, llama.cpp's current layout) or "
                   "kv_b (the older attn_kv_b)")

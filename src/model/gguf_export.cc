@@ -4,6 +4,8 @@
 // the tensors these architectures have.
 #include "model/gguf_export.h"
 
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -12,7 +14,6 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <vector>
 
 #include "core/error.h"
@@ -93,7 +94,9 @@ class Exporter {
     const std::string base = layer >= 0 ? name.substr(name.find('.', 4) + 1) : name;
     uint32_t type = GgufTensorType(*o_.mix, base, ne[0], is_matrix, layer, c_.num_hidden_layers);
     for (const GgufTypeOverride& o : o_.tensor_types) {
-      if (is_matrix && std::regex_search(name, o.pattern)) type = Fallback(o.ggml_type, ne[0]);
+      const std::string glob = "*" + o.pattern + "*";
+      if (is_matrix && fnmatch(glob.c_str(), name.c_str(), 0) == 0)
+        type = Fallback(o.ggml_type, ne[0]);
     }
     tensors_.push_back({.decl = {.name = std::move(name), .ggml_type = type, .ne = std::move(ne)},
                         .row = std::move(row),
@@ -357,13 +360,7 @@ GgufTypeOverride ParseGgufTypeOverride(const std::string& spec) {
                 "' is not a type mlarun writes (f32, f16, bf16, q8_0, q6_k, q5_k, q4_k, q5_1, "
                 "q5_0, q4_1, q4_0)");
   }
-  try {
-    return {.pattern_text = spec.substr(0, eq),
-            .pattern = std::regex(spec.substr(0, eq)),
-            .ggml_type = f->ggml_type};
-  } catch (const std::regex_error& e) {
-    throw Error("--tensor-type: '" + spec.substr(0, eq) + "' is not a valid regex: " + e.what());
-  }
+  return {.pattern = spec.substr(0, eq), .ggml_type = f->ggml_type};
 }
 
 std::string GgufMixNames() {

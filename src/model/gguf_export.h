@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,15 +48,15 @@ bool UseMoreBits(int layer, int n_layers);
 uint32_t GgufTensorType(const GgufMix& mix, std::string_view gguf_name, int64_t row_length,
                         bool is_matrix, int layer, int n_layers);
 
-// `--tensor-type PATTERN=TYPE` (as llama-quantize's option): matrices whose GGUF name matches the
-// regex (std::regex_search, e.g. "attn_v_b" or "blk\\.[0-2]\\.ffn_down") are stored in TYPE
-// instead of the mix's choice (with the same fallbacks for rows TYPE's blocks do not divide).
+// `--tensor-type PATTERN=TYPE` (as llama-quantize's option, with a glob instead of its regex):
+// matrices whose GGUF name contains a match of the glob (fnmatch, `*` `?` `[...]`; e.g. "attn_v_b"
+// or "blk.[0-2].ffn_down*") are stored in TYPE instead of the mix's choice (with the same
+// fallbacks for rows TYPE's blocks do not divide).
 struct GgufTypeOverride {
-  std::string pattern_text;
-  std::regex pattern;
+  std::string pattern;
   uint32_t ggml_type = 0;
 };
-// Parses PATTERN=TYPE; throws Error naming --tensor-type for a bad type or regex.
+// Parses PATTERN=TYPE; throws Error naming --tensor-type for a bad type.
 GgufTypeOverride ParseGgufTypeOverride(const std::string& spec);
 
 struct GgufExportOptions {

@@ -217,6 +217,31 @@ TEST(GgufModelSyntheticTest, DirectGgufEqualsTheFloat32CheckpointQuantised) {
   }
 }
 
+TEST(GgufModelMixTest, TensorTypeOverridesTheMixForMatchingNames) {
+  const std::string dir = testing::MakeTestModel("tiny-v3");
+  const std::string path = dir + ".override.gguf";
+  WriteGgufModel(dir, path,
+                 {.mix = FindGgufMix("q8_0"),
+                  .tensor_types = {ParseGgufTypeOverride("attn_v_b=bf16"),
+                                   ParseGgufTypeOverride("blk.[12].ffn_down*=f16")}});
+  const GgufFile file = GgufFile::Open(path);
+  EXPECT_EQ(file.FindTensor("blk.0.attn_v_b.weight")->ggml_type, kGgmlBF16);
+  EXPECT_EQ(file.FindTensor("blk.2.attn_v_b.weight")->ggml_type, kGgmlBF16);
+  EXPECT_EQ(file.FindTensor("blk.1.ffn_down_exps.weight")->ggml_type, kGgmlF16);
+  EXPECT_EQ(file.FindTensor("blk.3.ffn_down_exps.weight")->ggml_type, kGgmlQ8_0);
+  EXPECT_EQ(file.FindTensor("blk.1.ffn_up_exps.weight")->ggml_type, kGgmlQ8_0);
+  EXPECT_EQ(file.FindTensor("blk.1.attn_norm.weight")->ggml_type, kGgmlF32);  // vectors stay F32
+  for (const char* bad : {"attn_v_b", "=q8_0", "attn_v_b=q3_k", "attn_v_b=iq4_nl"}) {
+    try {
+      ParseGgufTypeOverride(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--tensor-type"), std::string::npos) << e.what();
+    }
+  }
+  std::filesystem::remove(path);
+}
+
 TEST(GgufModelMixTest, Q4KMGivesMoreBitsWhereLlamaCppDoes) {
   const GgufMix& mix = *FindGgufMix("q4_k_m");
   // 27 layers (DeepSeek-V2-Lite): use_more_bits picks 0-2, 23-26 and every third from 5.
