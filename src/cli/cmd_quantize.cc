@@ -1,7 +1,8 @@
 // `mlarun quantize`: write a model with its linear layers in Q8 (int8 blocks of 32 + f16 scales)
 // as safetensors, so `--weights int8` loads instantly next time; or, with `--weights bf16`, in
-// bf16 (an f32, f16 or FP8 checkpoint converted once instead of at every load). One matrix at a
-// time: memory holds one converted matrix, not the model (model/checkpoint_writer.h).
+// bf16 (an f32, f16 or FP8 checkpoint converted once instead of at every load); or, with --type,
+// as a GGUF file of a llama.cpp-style mix (model/gguf_export.h). One matrix at a time: memory
+// holds one converted matrix, not the model (model/checkpoint_writer.h).
 #include <cstdio>
 #include <filesystem>
 
@@ -70,7 +71,8 @@ void RegisterQuantize(CLI::App& app, int* exit_code) {
   CLI::App* cmd =
       app.add_subcommand("quantize",
                          "Write the model with int8 (Q8, blocks of 32) weights, or bf16 ones "
-                         "(--weights bf16), one matrix at a time");
+                         "(--weights bf16), or as a GGUF file (--type q4_k_m, ...), one matrix "
+                         "at a time");
   cmd->add_option("--model,-m", args->model.model_dir,
                   "Model directory (config.json + *.safetensors); default: the embedded demo "
                   "model");
