@@ -58,7 +58,7 @@ void BM_AbsorbedMlaDecode(benchmark::State& state, Isa isa, int n_head, int laye
     return;
   }
   const int64_t depth = state.range(0);
-  // range(3) = 1: int8 rows (656 bytes instead of 1,152; the VNNI kernels with --isa fast).
+  // range(3) = 1: int8 rows (600 bytes instead of 1,152; the VNNI kernels with --isa fast).
   const KvRowFormat f = MlaLatentRows(state.range(3) != 0 ? DType::kI8 : DType::kBF16);
   const AttentionSpec spec = MlaDecodeSpec(n_head);
   constexpr int kBlock = 64;
@@ -120,10 +120,10 @@ void BM_AbsorbedMlaDecode(benchmark::State& state, Isa isa, int n_head, int laye
 }
 
 // One 256-row tile of absorbed-MLA decode over int8 rows, 16 heads, in L2 (args: part: 0 the
-// scores, dot_rows_i8, 576 values per row with the 64-value bf16 tail; 1 P V, pv_accumulate_i8,
-// 512 values). GFLOP/s counts 2 per multiply-add; "VNNI/ns" the 512-bit VNNI (or vdpbf16ps)
-// instructions the work needs at full vector use (scores: 64 int8 or 32 bf16 multiply-adds each,
-// P V: 32 int16 ones), per second, to set against the core's issue rate (BM_IssueRate).
+// scores, dot_rows_i8, 576 int8 values per row, the 64-value tail with its own scale; 1 P V,
+// pv_accumulate_i8, 512 values). GFLOP/s counts 2 per multiply-add; "VNNI/ns" the 512-bit VNNI
+// instructions the work needs at full vector use (scores: 64 int8 multiply-adds each, P V: 32
+// int16 ones), per second, to set against the core's issue rate (BM_IssueRate).
 void BM_AttentionTileI8(benchmark::State& state) {
   const KernelTable& k = GetKernelTable(Isa::kAvx512Bf16);
   if (!IsaSupported(Isa::kAvx512Bf16) || k.dot_rows_i8 == nullptr) {
@@ -160,8 +160,7 @@ void BM_AttentionTileI8(benchmark::State& state) {
   }
   const double calls = static_cast<double>(state.iterations());
   const double macs = double{kHeads} * kRows * (pv ? 512 : 576);
-  const double instructions =
-      pv ? macs / 32 : double{kHeads} * kRows * (body / 64.0 + f.rope_tail_dim / 32.0);
+  const double instructions = macs / (pv ? 32 : 64);
   state.counters["GFLOP/s"] =
       benchmark::Counter(2.0 * macs * calls / 1e9, benchmark::Counter::kIsRate);
   state.counters["G_VNNI"] =

@@ -29,8 +29,8 @@ bool UsesI8Kernels(const KernelTable& k, const AttentionSpec& spec, const KvRowF
   const int body = format.head_dim_k - format.rope_tail_dim;
   return format.dtype == DType::kI8 && k.dot_rows_i8 != nullptr && format.n_head_kv == 1 &&
          format.v_aliases_k && spec.n_head_q % 16 == 0 && format.quant_group % 64 == 0 &&
-         body > 0 && body % format.quant_group == 0 && format.rope_tail_dim % 2 == 0 &&
-         spec.head_dim_v <= body && spec.head_dim_v % 32 == 0;
+         body > 0 && body % format.quant_group == 0 && spec.head_dim_v <= body &&
+         spec.head_dim_v % 32 == 0;
 }
 
 void PrepareI8Query(const KernelTable& k, const AttentionSpec& spec, const KvRowFormat& format,
@@ -51,16 +51,24 @@ void SizeI8Query(const AttentionSpec& spec, const KvRowFormat& format, I8QueryBu
   out->body.resize(blocks * static_cast<size_t>(body / 4) * 16);
   out->scales.resize(blocks * static_cast<size_t>(n_groups) * 16);
   out->offsets.resize(out->scales.size());
-  out->tail.resize(blocks * static_cast<size_t>((tail + 3) / 4) * 32);
+  const int tail_groups = tail > 0 ? kRopeTailGroups : 0;
+  const int tail_group = format.TailGroupValues();
+  out->tail.resize(blocks * static_cast<size_t>(tail_groups * ((tail_group + 7) / 8)) * 32);
+  out->tail_scales.resize(blocks * static_cast<size_t>(tail_groups) * 16);
+  out->tail_offsets.resize(out->tail_scales.size());
   out->view = {.n_heads = n_heads,
                .body_dim = body,
                .quant_group = group,
                .tail_dim = tail,
+               .tail_groups = tail_groups,
+               .tail_group = tail_group,
                .row_bytes = static_cast<int>(format.RowBytes()),
                .body = out->body.data(),
                .scales = out->scales.data(),
                .offsets = out->offsets.data(),
-               .tail = out->tail.data()};
+               .tail = out->tail.data(),
+               .tail_scales = out->tail_scales.data(),
+               .tail_offsets = out->tail_offsets.data()};
 }
 
 void QuantiseI8QueryHeads(const KernelTable& k, const AttentionSpec& spec,
@@ -71,8 +79,18 @@ void QuantiseI8QueryHeads(const KernelTable& k, const AttentionSpec& spec,
   const int tail = format.rope_tail_dim;
   const int group = format.quant_group;
   const int n_groups = body / group;
-  thread_local std::vector<int8_t> values;  // one head's quantised body
-  values.resize(static_cast<size_t>(body));
+  const int tail_groups = out->view.tail_groups;
+  const int tail_group = out->view.tail_group;
+  const int tail_quad_pairs = out->view.TailQuadPairs();
+  // Each tail group zero-padded to a multiple of 16 values (quantize_group_i8's unit): zeros
+  // change neither its maximum nor its sum, and fill the group's last word of the layout.
+  const int group_padded = (tail_group + 15) / 16 * 16;
+  thread_local std::vector<int8_t> values;  // one head's quantised body, then a padded tail group
+  thread_local std::vector<float> tail_in;
+  values.resize(static_cast<size_t>(body + group_padded));
+  tail_in.resize(static_cast<size_t>(group_padded));
+  uint8_t* body_words = reinterpret_cast<uint8_t*>(out->body.data());
+  uint8_t* tail_words = reinterpret_cast<uint8_t*>(out->tail.data());
   for (int h = h_begin; h < h_end; ++h) {
     const float* qh = q + static_cast<ptrdiff_t>(h) * dk;
     const size_t hb = static_cast<size_t>(h / 16);
@@ -87,21 +105,29 @@ void QuantiseI8QueryHeads(const KernelTable& k, const AttentionSpec& spec,
       out->offsets[at] = -128 * sum;
     }
     // I8Query's body layout: [blocks, body / 8, 2, 16] words, i.e. per block and 8 columns one
-    // 8-byte word per head (lane), heads in order; the tail's likewise, 4 bf16 values a word.
-    uint8_t* body_words = reinterpret_cast<uint8_t*>(out->body.data());
+    // 8-byte word per head (lane), heads in order; each tail group's likewise.
     for (int c = 0; c < body; c += 8) {
       const size_t word =
           (hb * static_cast<size_t>(body / 8) + static_cast<size_t>(c / 8)) * 16 + lane;
       std::memcpy(body_words + 8 * word, values.data() + c, 8);
     }
-    const int tail_quads = (tail + 3) / 4;
-    uint8_t* tail_words = reinterpret_cast<uint8_t*>(out->tail.data());
-    for (int c = 0; c < 4 * tail_quads; c += 4) {  // 0 past the tail
-      uint16_t quad[4];
-      for (int i = 0; i < 4; ++i) quad[i] = c + i < tail ? F32ToBF16(qh[body + c + i]) : 0;
-      const size_t word =
-          (hb * static_cast<size_t>(tail_quads) + static_cast<size_t>(c / 4)) * 16 + lane;
-      std::memcpy(tail_words + 8 * word, quad, 8);
+    for (int g = 0; g < tail_groups; ++g) {
+      const int begin = std::min(tail, g * tail_group);
+      const int n = std::min(tail, begin + tail_group) - begin;
+      std::fill(tail_in.begin(), tail_in.end(), 0.0f);
+      std::copy_n(qh + body + begin, n, tail_in.begin());
+      float scale = 0.0f;
+      const int32_t sum =
+          k.quantize_group_i8(tail_in.data(), group_padded, values.data() + body, &scale);
+      const size_t block_group = hb * static_cast<size_t>(tail_groups) + static_cast<size_t>(g);
+      out->tail_scales[block_group * 16 + lane] = scale;
+      out->tail_offsets[block_group * 16 + lane] = -128 * sum;
+      for (int p = 0; p < tail_quad_pairs; ++p) {
+        const size_t word =
+            (block_group * static_cast<size_t>(tail_quad_pairs) + static_cast<size_t>(p)) * 16 +
+            lane;
+        std::memcpy(tail_words + 8 * word, values.data() + body + 8 * p, 8);
+      }
     }
   }
 }
@@ -117,7 +143,9 @@ I8Query I8QueryHeads(const I8Query& q, int h_begin, int h_end) {
   out.body += hb * (q.body_dim / 4) * 16;
   out.scales += hb * n_groups * 16;
   out.offsets += hb * n_groups * 16;
-  out.tail += hb * q.TailQuads() * 32;
+  out.tail += hb * q.tail_groups * q.TailQuadPairs() * 32;
+  out.tail_scales += hb * q.tail_groups * 16;
+  out.tail_offsets += hb * q.tail_groups * 16;
   return out;
 }
 

@@ -101,13 +101,16 @@ struct I8QueryBuffer {
   std::vector<int32_t> body;
   std::vector<float> scales;
   std::vector<int32_t> offsets;
-  std::vector<uint32_t> tail;
+  std::vector<int32_t> tail;
+  std::vector<float> tail_scales;
+  std::vector<int32_t> tail_offsets;
   I8Query view;
 };
 
 // Quantises q [n_head_q, head_dim_qk] for the int8-row kernels: per head and group of the rows'
 // quant_group body values, scale = max |q| / 127 and q_int = round(q / scale) (as the rows are
-// quantised, kv_row.cc) by k.quantize_group_i8; the tail rounded to bf16. Requires UsesI8Kernels.
+// quantised, kv_row.cc) by k.quantize_group_i8; the tail likewise in the rows' kRopeTailGroups
+// groups. Requires UsesI8Kernels.
 void PrepareI8Query(const KernelTable& k, const AttentionSpec& spec, const KvRowFormat& format,
                     const float* q, I8QueryBuffer* out);
 // PrepareI8Query in two steps, so that threads can quantise disjoint heads into one buffer: size

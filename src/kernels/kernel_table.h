@@ -17,29 +17,34 @@ struct WeightMatrix;
 struct Q8Activations;
 
 // A query prepared for the int8-row attention kernels (dot_rows_i8): heads in blocks of 16; each
-// head's body (the values the rows hold as int8) quantised to int8 per group of `quant_group`
-// values (the rows' grouping, kv_row.h), its tail (the rows' bf16 part) rounded to bf16 pairs.
-// Scales and offsets have one head per vector lane. Body and tail are laid out for 8-byte
-// broadcasts of a row (two quads of 4 int8 values, or two bf16 pairs): per block of 16 heads and
-// pair of quads (pairs) p, two 16-word vectors, heads 0-7 then heads 8-15 of the block, where word
-// 2m + e holds head m's (resp. 8 + m's) quad (pair) 2p + e; a head's two lanes are added after.
-// Built by PrepareI8Query (attention.h).
+// head's body (the values the rows hold in groups, kv_row.h) quantised to int8 per group of
+// `quant_group` values, its tail (the rows' RoPE part) to int8 in `tail_groups` groups of
+// `tail_group` values (the last possibly shorter), as the rows are. Scales and offsets have one
+// head per vector lane. Body and tail groups are laid out for 8-byte broadcasts of a row (two
+// quads of 4 int8 values): per block of 16 heads and pair of quads p, two 16-word vectors, heads
+// 0-7 then heads 8-15 of the block, where word 2m + e holds head m's (resp. 8 + m's) quad 2p + e;
+// a head's two lanes are added after. Built by PrepareI8Query (attention.h).
 //   body word of head h (block hb = h / 16, i = h % 16) and value c:
 //     ((hb * body_dim / 8 + c / 8) * 2 + i / 8) * 16 + 2 * (i % 8) + (c / 4) % 2, byte c % 4
-//   tail word of head h and tail value c (a pair past an odd last pair is 0):
-//     ((hb * TailQuads() + c / 4) * 2 + i / 8) * 16 + 2 * (i % 8) + (c / 2) % 2, half c % 2
+//   tail word of head h and value c of tail group g (0 past the group's end), P = TailQuadPairs():
+//     (((hb * tail_groups + g) * P + c / 8) * 2 + i / 8) * 16 + 2 * (i % 8) + (c / 4) % 2,
+//     byte c % 4
 struct I8Query {
-  int n_heads = 0;                   // multiple of 16
-  int body_dim = 0;                  // multiple of quant_group
-  int quant_group = 0;               // multiple of 64
-  int tail_dim = 0;                  // even
-  int row_bytes = 0;                 // bytes of one cached row (KvRowFormat::RowBytes)
-  const int32_t* body = nullptr;     // [blocks, body_dim / 8, 2, 16]: 4 int8 values a word
-  const float* scales = nullptr;     // [blocks, groups, 16]: the int8 values' scales
-  const int32_t* offsets = nullptr;  // [blocks, groups, 16]: -128 * the group's int8 sum
-  const uint32_t* tail = nullptr;    // [blocks, TailQuads(), 2, 16]: bf16 pairs, low first
+  int n_heads = 0;                        // multiple of 16
+  int body_dim = 0;                       // multiple of quant_group
+  int quant_group = 0;                    // multiple of 64
+  int tail_dim = 0;                       // any (0: no tail)
+  int tail_groups = 0;                    // groups of the tail (the rows' kRopeTailGroups)
+  int tail_group = 0;                     // values per tail group, ceil(tail_dim / tail_groups)
+  int row_bytes = 0;                      // bytes of one cached row (KvRowFormat::RowBytes)
+  const int32_t* body = nullptr;          // [blocks, body_dim / 8, 2, 16]: 4 int8 values a word
+  const float* scales = nullptr;          // [blocks, groups, 16]: the int8 values' scales
+  const int32_t* offsets = nullptr;       // [blocks, groups, 16]: -128 * the group's int8 sum
+  const int32_t* tail = nullptr;          // [blocks, tail_groups, TailQuadPairs(), 2, 16]
+  const float* tail_scales = nullptr;     // [blocks, tail_groups, 16]
+  const int32_t* tail_offsets = nullptr;  // [blocks, tail_groups, 16]: -128 * the group's sum
 
-  int TailQuads() const { return (tail_dim + 3) / 4; }  // pairs of tail pairs
+  int TailQuadPairs() const { return (tail_group + 7) / 8; }  // per tail group
 };
 
 // y[t * ldy + (r - row_begin)] = W[r, :] . x[t, :] for packed Q8 weights (KernelTable).
@@ -200,9 +205,10 @@ struct KernelTable {
                                 int n_heads, int dim, float* s, int lds);
   // Optional (AVX512-BF16): dot_rows_bf16_rounded in two steps, for n_heads a multiple of 16 and
   // dim of 4, so that a caller scoring many tiles lays the query out once: bf16_query_blocks
-  // writes q_bf16 [n_heads, dim] as I8Query's tail layout (blocks of 16 heads, [n_heads / 16,
-  // dim / 4, 2, 16] words: BF16QueryBlockWords), dot_rows_bf16_blocks scores rows against it,
-  // bitwise as dot_rows_bf16_rounded over the same heads.
+  // writes q_bf16 [n_heads, dim] in I8Query's body layout with a bf16 pair per word in place of a
+  // quad (blocks of 16 heads, [n_heads / 16, dim / 4, 2, 16] words: BF16QueryBlockWords),
+  // dot_rows_bf16_blocks scores rows against it, bitwise as dot_rows_bf16_rounded over the same
+  // heads.
   void (*bf16_query_blocks)(const uint16_t* q_bf16, int n_heads, int dim, uint32_t* out);
   void (*dot_rows_bf16_blocks)(const uint16_t* const* rows, int n_rows, const uint32_t* q_blocks,
                                int n_heads, int dim, float* s, int lds);
@@ -212,8 +218,8 @@ struct KernelTable {
                                      const uint16_t* const* v_rows, int dv, float* acc);
   // Optional (AVX512-BF16 with VNNI): attention over int8 rows (KvRowFormat kI8 with one kv head,
   // rows given by pointer, read in place). s[h * lds + j] = q[h] . row j for h < q.n_heads, with
-  // the body's products exact in int32 per group (vpdpbusd) times the query's and the row's group
-  // scales, plus the bf16 tail's products (vdpbf16ps).
+  // the products of each body group and of the tail exact in int32 (vpdpbusd) times the query's
+  // and the row's scales of that group.
   void (*dot_rows_i8)(const uint8_t* const* rows, int n_rows, const I8Query& q, float* s, int lds);
   // acc[h, :] += sum_j p[h * ldp + j] v_j for h < n_heads, j < n_rows <= 512, 0 <= p <= 1, where
   // v_j is the first dv values of row j's body (dequantised with its group scales; dv a multiple

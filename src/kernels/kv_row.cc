@@ -10,6 +10,18 @@ namespace mlarun {
 
 namespace {
 
+// Quantises x [n] symmetrically to q (excess-128, kv_row.h); returns the scale max|x| / 127.
+float QuantizeExcess128(const float* x, int n, uint8_t* q) {
+  float max_abs = 0.0f;
+  for (int i = 0; i < n; ++i) max_abs = std::max(max_abs, std::fabs(x[i]));
+  const float scale = max_abs / 127.0f;
+  const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+  for (int i = 0; i < n; ++i) {
+    q[i] = static_cast<uint8_t>(128 + std::lrint(std::clamp(x[i] * inv, -127.0f, 127.0f)));
+  }
+  return scale;
+}
+
 // Visits the values of a row split into quantised part and RoPE tails: fn(value_index,
 // is_tail, index_within_part).
 template <typename Fn>
@@ -39,8 +51,8 @@ void ForEachValue(const KvRowFormat& f, Fn fn) {
 size_t KvRowFormat::RowBytes() const {
   const size_t n = static_cast<size_t>(ValuesPerRow());
   if (dtype == DType::kI8) {
-    return static_cast<size_t>(QuantizedValues()) + 4u * static_cast<size_t>(QuantGroups()) +
-           2u * static_cast<size_t>(n_head_kv * rope_tail_dim);
+    return static_cast<size_t>(TailScaleOffset()) +
+           (rope_tail_dim > 0 ? 4u * kRopeTailGroups * n_head_kv : 0u);
   }
   return n * DTypeSize(dtype);
 }
@@ -64,31 +76,33 @@ void EncodeKvRow(const KvRowFormat& format, const float* values, void* row) {
     case DType::kI8: {
       const int n_quantized = format.QuantizedValues();
       const int n_groups = format.QuantGroups();
-      auto* q = static_cast<uint8_t*>(row);  // excess-128 (kv_row.h)
-      // Scales and tails may be unaligned: written with memcpy.
-      uint8_t* scales = static_cast<uint8_t*>(row) + n_quantized;
-      uint8_t* tails = scales + int64_t{4} * n_groups;
-      thread_local std::vector<float> gathered;
-      gathered.resize(static_cast<size_t>(n_quantized));
+      const int tail_dim = format.rope_tail_dim;
+      auto* bytes = static_cast<uint8_t*>(row);
+      // Scales may be unaligned: written with memcpy.
+      uint8_t* scales = bytes + n_quantized;
+      uint8_t* tails = bytes + format.TailOffset();
+      uint8_t* tail_scales = bytes + format.TailScaleOffset();
+      thread_local std::vector<float> gathered;  // [body values, then each head's tail]
+      gathered.resize(static_cast<size_t>(format.ValuesPerRow()));
+      float* body = gathered.data();
+      float* tail_values = body + n_quantized;
       ForEachValue(format, [&](int index, bool is_tail, int part_index) {
-        if (is_tail) {
-          const uint16_t bits = F32ToBF16(values[index]);
-          std::memcpy(tails + int64_t{2} * part_index, &bits, sizeof(bits));
-        } else {
-          gathered[part_index] = values[index];
-        }
+        (is_tail ? tail_values : body)[part_index] = values[index];
       });
       for (int g = 0; g < n_groups; ++g) {
         const int begin = g * format.quant_group;
         const int end = std::min(n_quantized, begin + format.quant_group);
-        float max_abs = 0.0f;
-        for (int i = begin; i < end; ++i) max_abs = std::max(max_abs, std::fabs(gathered[i]));
-        const float scale = max_abs / 127.0f;
-        const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+        const float scale = QuantizeExcess128(body + begin, end - begin, bytes + begin);
         std::memcpy(scales + int64_t{4} * g, &scale, sizeof(float));
-        for (int i = begin; i < end; ++i) {
-          q[i] = static_cast<uint8_t>(128 +
-                                      std::lrint(std::clamp(gathered[i] * inv, -127.0f, 127.0f)));
+      }
+      const int tail_group = format.TailGroupValues();
+      for (int h = 0; tail_dim > 0 && h < format.n_head_kv; ++h) {
+        for (int g = 0; g < kRopeTailGroups; ++g) {
+          const int begin = std::min(tail_dim, g * tail_group);
+          const int end = std::min(tail_dim, begin + tail_group);
+          const int64_t at = int64_t{h} * tail_dim + begin;
+          const float scale = QuantizeExcess128(tail_values + at, end - begin, tails + at);
+          std::memcpy(tail_scales + int64_t{4} * (h * kRopeTailGroups + g), &scale, sizeof(float));
         }
       }
       return;
@@ -121,9 +135,7 @@ void DecodeKvRow(const KvRowFormat& format, const void* row, float* values) {
       // decode attention where no in-place kernel applies).
       const int n_quantized = format.QuantizedValues();
       const auto* bytes = static_cast<const uint8_t*>(row);
-      const int n_groups = format.QuantGroups();
       const uint8_t* scales = bytes + n_quantized;
-      const uint8_t* tails = scales + ptrdiff_t{4} * n_groups;
       const int group = format.quant_group;
       // Quantised values [q, q + count) into out, group by group.
       auto body_run = [&](int q, int count, float* out) {
@@ -140,16 +152,24 @@ void DecodeKvRow(const KvRowFormat& format, const void* row, float* values) {
         }
       };
       const int k_body = format.head_dim_k - format.rope_tail_dim;
+      const uint8_t* tails = bytes + format.TailOffset();
+      const uint8_t* tail_scales = bytes + format.TailScaleOffset();
+      const int tail_group = format.TailGroupValues();
       int quantized = 0;
       for (int h = 0; h < format.n_head_kv; ++h) {
         float* head = values + static_cast<ptrdiff_t>(h) * format.head_dim_k;
         body_run(quantized, k_body, head);
         quantized += k_body;
-        const uint8_t* tail = tails + ptrdiff_t{2} * h * format.rope_tail_dim;
-        for (int i = 0; i < format.rope_tail_dim; ++i) {
-          uint16_t bits;
-          std::memcpy(&bits, tail + ptrdiff_t{2} * i, sizeof(bits));
-          head[k_body + i] = BF16ToF32(bits);
+        if (format.rope_tail_dim == 0) continue;  // no tail, no tail scales
+        const uint8_t* tail = tails + ptrdiff_t{h} * format.rope_tail_dim;
+        for (int g = 0; g < kRopeTailGroups; ++g) {
+          const int begin = std::min(format.rope_tail_dim, g * tail_group);
+          const int end = std::min(format.rope_tail_dim, begin + tail_group);
+          float scale;
+          std::memcpy(&scale, tail_scales + ptrdiff_t{4} * (h * kRopeTailGroups + g),
+                      sizeof(scale));
+          for (int i = begin; i < end; ++i)
+            head[k_body + i] = static_cast<float>(static_cast<int>(tail[i]) - 128) * scale;
         }
       }
       if (!format.v_aliases_k) {

@@ -25,7 +25,8 @@ namespace fs = std::filesystem;
 
 constexpr char kMagic[8] = {'M', 'L', 'A', 'K', 'V', 'B', '1', '\n'};
 // 2: int8 rows hold their values excess-128 (kv_row.h); version-1 files would be misread.
-constexpr uint32_t kVersion = 2;
+// 3: int8 rows hold their RoPE tails as int8 in two groups (600-byte MLA rows), not bf16.
+constexpr uint32_t kVersion = 3;
 constexpr const char* kExtension = ".kvb";
 
 struct FileHeader {

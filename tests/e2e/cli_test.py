@@ -110,6 +110,13 @@ def main():
     print(("PASS" if ok else "FAIL") + " kv-report table prints 31,104 and 276,480")
     if not ok:
         failures.append("kv-report table")
+    # int8 latent rows: 512 int8 values + 4 f32 scales + 64 int8 RoPE values + their 2 f32 scales.
+    r = run([bin_, "kv-report", "--model", v2, "--context", "1000", "--kv-dtype", "int8", "--json"])
+    model_row = json.loads(r.stdout)["rows"][0] if r.returncode == 0 else {}
+    ok = model_row.get("bytes_per_token") == 600 * 27 and model_row.get("kv_dtype") == "int8"
+    print(("PASS" if ok else "FAIL") + " kv-report --kv-dtype int8 on DeepSeek-V2-Lite: 600 bytes per layer")
+    if not ok:
+        failures.append("kv-report int8")
 
     # bench --json: one object per depth with the documented fields, consistent with each other.
     r = run([bin_, "bench", "--model", model, "-t", "1", "--depth", "0,64", "-p", "8", "-n", "4",

@@ -63,7 +63,7 @@ std::vector<Case> Cases() {
                            .head_dim_v = 512,
                            .v_aliases_k = true,
                            .rope_tail_dim = 64};
-  KvRowFormat mla_i8_short_tail = mla_i8;  // an odd number of bf16 tail pairs
+  KvRowFormat mla_i8_short_tail = mla_i8;  // a tail ending mid-quad-pair
   mla_i8_short_tail.head_dim_k = 518;
   mla_i8_short_tail.rope_tail_dim = 6;
   KvRowFormat mla_bf16 = mla_i8;
@@ -72,7 +72,7 @@ std::vector<Case> Cases() {
   return {
       {"mla int8 rows, 64 heads", mla_i8, 64},
       {"mla int8 rows, 48 heads", mla_i8, 48},
-      {"mla int8 rows, 32 heads, 3 tail pairs", mla_i8_short_tail, 32},
+      {"mla int8 rows, 32 heads, 6 tail values", mla_i8_short_tail, 32},
       {"mla bf16 rows, 40 heads", mla_bf16, 40},
       {"gqa f32 rows",
        {.dtype = DType::kF32, .n_head_kv = 6, .head_dim_k = 32, .head_dim_v = 32},

@@ -63,30 +63,40 @@ std::vector<float> Decoded(const std::vector<uint8_t>& rows, int r,
   return v;
 }
 
-// The query value the kernels use for head h, column c: body int8 * scale, tail bf16.
+// The int8 value of I8Query's word layout (kernel_table.h: two 16-word vectors per pair of quads,
+// heads 0-7 and 8-15 of the block, two words per head) for head h and value c of a group whose
+// first pair of quads is `first` within the head block's `pairs`.
+int QueryInt8(const int32_t* words, int pairs, int first, int h, int c) {
+  const size_t hb = static_cast<size_t>(h / 16);
+  const size_t lane = static_cast<size_t>(h % 16);
+  const size_t pair_of_quads =
+      hb * static_cast<size_t>(pairs) + static_cast<size_t>(first) + static_cast<size_t>(c / 8);
+  const int32_t word =
+      words[(pair_of_quads * 2 + lane / 8) * 16 + 2 * (lane % 8) + static_cast<size_t>(c / 4 % 2)];
+  return static_cast<int8_t>(static_cast<uint32_t>(word) >> (8 * (c % 4)));
+}
+
+// Value c of tail group g of head h (int8).
+int TailInt8(const I8Query& q, int h, int g, int c) {
+  return QueryInt8(q.tail, q.tail_groups * q.TailQuadPairs(), g * q.TailQuadPairs(), h, c);
+}
+
+// The query value the kernels use for head h, column c: int8 times its group's scale (the tail's
+// groups like the body's).
 double PreparedQuery(const I8Query& q, int h, int c) {
   const size_t hb = static_cast<size_t>(h / 16);
   const size_t lane = static_cast<size_t>(h % 16);
   if (c >= q.body_dim) {
-    const int t = c - q.body_dim;
-    // I8Query's tail layout: like the body's, pairs of bf16 pairs.
-    const uint32_t pair =
-        q.tail[((hb * static_cast<size_t>(q.TailQuads()) + static_cast<size_t>(t / 4)) * 2 +
-                lane / 8) *
-                   16 +
-               2 * (lane % 8) + static_cast<size_t>(t / 2 % 2)];
-    return BF16ToF32(static_cast<uint16_t>(t % 2 == 0 ? pair & 0xffffu : pair >> 16));
+    const int g = (c - q.body_dim) / q.tail_group;
+    const size_t at =
+        (hb * static_cast<size_t>(q.tail_groups) + static_cast<size_t>(g)) * 16 + lane;
+    return TailInt8(q, h, g, (c - q.body_dim) % q.tail_group) *
+           static_cast<double>(q.tail_scales[at]);
   }
-  // I8Query's body layout (kernel_table.h): two 16-word vectors per pair of quads, heads 0-7 and
-  // 8-15 of the block, two words per head.
-  const size_t pair_of_quads =
-      hb * static_cast<size_t>(q.body_dim / 8) + static_cast<size_t>(c / 8);
-  const int32_t word =
-      q.body[(pair_of_quads * 2 + lane / 8) * 16 + 2 * (lane % 8) + static_cast<size_t>(c / 4 % 2)];
-  const auto v = static_cast<int8_t>(static_cast<uint32_t>(word) >> (8 * (c % 4)));
   const int n_groups = q.body_dim / q.quant_group;
-  return v * static_cast<double>(
-                 q.scales[(hb * static_cast<size_t>(n_groups) + c / q.quant_group) * 16 + lane]);
+  return QueryInt8(q.body, q.body_dim / 8, 0, h, c) *
+         static_cast<double>(
+             q.scales[(hb * static_cast<size_t>(n_groups) + c / q.quant_group) * 16 + lane]);
 }
 
 TEST(AttentionI8Test, PreparedQueryIsTheQueryQuantisedPerGroup) {
@@ -94,23 +104,72 @@ TEST(AttentionI8Test, PreparedQueryIsTheQueryQuantisedPerGroup) {
   Rng rng(3);
   std::vector<float> q(static_cast<size_t>(32 * (kBody + kTail)));
   for (float& v : q) v = 4.0f * rng.NextSymmetric();
-  I8QueryBuffer prepared;
-  PrepareI8Query(GetKernelTable(Isa::kScalar), spec, MlaInt8Row(), q.data(), &prepared);
-  for (int h = 0; h < 32; ++h) {
-    for (int c = 0; c < kBody + kTail; ++c) {
-      const double want = q[static_cast<size_t>(h) * (kBody + kTail) + static_cast<size_t>(c)];
-      // Half a step of the group's scale (max |q| <= 4 over 127 steps), or bf16's 2^-9.
-      const double tol = c < kBody ? 0.5 * 4.0 / 127.0 + 1e-6 : std::fabs(want) / 256.0;
-      ASSERT_NEAR(PreparedQuery(prepared.view, h, c), want, tol) << "head " << h << " col " << c;
+  for (const Isa isa : {Isa::kScalar, Isa::kAvx512Bf16}) {
+    if (!IsaSupported(isa)) continue;
+    I8QueryBuffer prepared;
+    PrepareI8Query(GetKernelTable(isa), spec, MlaInt8Row(), q.data(), &prepared);
+    const I8Query& view = prepared.view;
+    ASSERT_EQ(view.tail_groups, 2);
+    ASSERT_EQ(view.tail_group, kTail / 2);
+    for (int h = 0; h < 32; ++h) {
+      for (int c = 0; c < kBody + kTail; ++c) {
+        const double want = q[static_cast<size_t>(h) * (kBody + kTail) + static_cast<size_t>(c)];
+        // Half a step of the group's scale (max |q| <= 4 over 127 steps; the tail's too).
+        ASSERT_NEAR(PreparedQuery(view, h, c), want, 0.5 * 4.0 / 127.0 + 1e-6)
+            << "head " << h << " col " << c;
+      }
+    }
+    // The offsets are -128 times each group's integer sum, the tail groups' too.
+    for (int g = 0; g < kBody / kGroup; ++g) {
+      int64_t sum = 0;
+      for (int c = g * kGroup; c < (g + 1) * kGroup; ++c)
+        sum += QueryInt8(view.body, kBody / 8, 0, 5, c);
+      EXPECT_EQ(view.offsets[g * 16 + 5], -128 * sum);
+    }
+    for (const int h : {5, 21}) {
+      for (int g = 0; g < 2; ++g) {
+        const size_t at = static_cast<size_t>((h / 16 * 2 + g) * 16 + h % 16);
+        int64_t sum = 0;
+        float max_abs = 0;
+        for (int c = 0; c < kTail / 2; ++c) {
+          sum += TailInt8(view, h, g, c);
+          max_abs = std::max(
+              max_abs,
+              std::fabs(q[static_cast<size_t>(h * (kBody + kTail) + kBody + g * kTail / 2 + c)]));
+        }
+        EXPECT_EQ(view.tail_offsets[at], -128 * sum) << "head " << h << " group " << g;
+        EXPECT_EQ(view.tail_scales[at], max_abs / 127.0f) << "head " << h << " group " << g;
+      }
     }
   }
-  // The offsets are -128 times each group's integer sum.
-  for (int g = 0; g < kBody / kGroup; ++g) {
-    int64_t sum = 0;
-    for (int c = g * kGroup; c < (g + 1) * kGroup; ++c) {
-      sum += std::lround(PreparedQuery(prepared.view, 5, c) / prepared.view.scales[g * 16 + 5]);
+}
+
+// A tail of 6 values: two groups of 3, each one partial pair of quads, the query zero past them.
+TEST(AttentionI8Test, PreparedShortTailGroupsAreZeroPadded) {
+  KvRowFormat f = MlaInt8Row();
+  f.head_dim_k = kBody + 6;
+  f.rope_tail_dim = 6;
+  AttentionSpec spec = MlaSpec(16);
+  spec.head_dim_qk = f.head_dim_k;
+  std::vector<float> q(static_cast<size_t>(16 * f.head_dim_k), 0.0f);
+  for (int h = 0; h < 16; ++h) {
+    for (int c = 0; c < 6; ++c) q[static_cast<size_t>(h * f.head_dim_k + kBody + c)] = c - 2.5f;
+  }
+  for (const Isa isa : {Isa::kScalar, Isa::kAvx512Bf16}) {
+    if (!IsaSupported(isa)) continue;
+    I8QueryBuffer prepared;
+    PrepareI8Query(GetKernelTable(isa), spec, f, q.data(), &prepared);
+    ASSERT_EQ(prepared.view.tail_group, 3);
+    ASSERT_EQ(prepared.view.TailQuadPairs(), 1);
+    // -2.5, -1.5, -0.5 | 0.5, 1.5, 2.5, each group at scale 2.5 / 127: -127, -76.2, -25.4 | 25.4,
+    // 76.2, 127, rounded; then zeros.
+    const int want[2][8] = {{-127, -76, -25, 0, 0, 0, 0, 0}, {25, 76, 127, 0, 0, 0, 0, 0}};
+    for (int h = 0; h < 16; ++h) {
+      for (int g = 0; g < 2; ++g) {
+        for (int c = 0; c < 8; ++c) EXPECT_EQ(TailInt8(prepared.view, h, g, c), want[g][c]);
+        EXPECT_EQ(prepared.view.tail_offsets[g * 16 + h], g == 0 ? -128 * -228 : -128 * 228);
+      }
     }
-    EXPECT_EQ(prepared.view.offsets[g * 16 + 5], -128 * sum);
   }
 }
 
@@ -151,12 +210,14 @@ TEST(AttentionI8Test, ScoresMatchDoubleOnQuantisedInputs) {
   }
 }
 
-// The scores over tails of 64 values, 6 (an odd number of bf16 pairs: the kernel's last step
-// reads one pair of the row) and 2, over row counts around the kernel's 8-row steps.
+// The scores over tails of 64 values, 16, 12 and 6 (the last pair of quads partial: the kernel
+// reads only the tail's bytes of it) and 2, over row counts around the kernel's 8-row steps. Each
+// row is an allocation of its own, RowBytes long, so that AddressSanitizer sees any read past a
+// row.
 TEST(AttentionI8Test, ScoresMatchDoubleForEveryTailLength) {
   const KernelTable* k = Fast();
   if (k == nullptr || k->dot_rows_i8 == nullptr) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
-  for (const int tail : {kTail, 6, 2}) {
+  for (const int tail : {kTail, 16, 12, 6, 2, 3}) {
     KvRowFormat f = MlaInt8Row();
     f.head_dim_k = kBody + tail;
     f.rope_tail_dim = tail;
@@ -164,14 +225,18 @@ TEST(AttentionI8Test, ScoresMatchDoubleForEveryTailLength) {
     spec.head_dim_qk = f.head_dim_k;
     for (const int n_rows : {1, 7, 8, 21}) {
       const std::vector<uint8_t> rows = RandomRows(n_rows, 40 + n_rows, f);
+      std::vector<std::vector<uint8_t>> own(static_cast<size_t>(n_rows));
+      std::vector<const uint8_t*> ptrs(static_cast<size_t>(n_rows));
+      for (int r = 0; r < n_rows; ++r) {
+        const auto begin = rows.begin() + static_cast<ptrdiff_t>(r * f.RowBytes());
+        own[static_cast<size_t>(r)].assign(begin, begin + static_cast<ptrdiff_t>(f.RowBytes()));
+        ptrs[static_cast<size_t>(r)] = own[static_cast<size_t>(r)].data();
+      }
       Rng rng(41);
       std::vector<float> q(static_cast<size_t>(16 * f.head_dim_k));
       for (float& v : q) v = rng.NextSymmetric();
       I8QueryBuffer prepared;
       PrepareI8Query(*k, spec, f, q.data(), &prepared);
-      std::vector<const uint8_t*> ptrs(static_cast<size_t>(n_rows));
-      for (int r = 0; r < n_rows; ++r)
-        ptrs[static_cast<size_t>(r)] = rows.data() + static_cast<size_t>(r) * f.RowBytes();
       std::vector<float> s(static_cast<size_t>(16 * n_rows));
       k->dot_rows_i8(ptrs.data(), n_rows, prepared.view, s.data(), n_rows);
       for (int j = 0; j < n_rows; ++j) {
@@ -190,6 +255,42 @@ TEST(AttentionI8Test, ScoresMatchDoubleForEveryTailLength) {
       }
     }
   }
+}
+
+// The tail's part of a score alone (a zero query body): per tail group the exact int32 sum of its
+// products times the two group scales, accumulated in float32 by fused multiply-adds, group after
+// group. Every stored tail byte is 128 + 3 (value 3, scale 0.5 in both groups) against a query
+// tail of 64 values 1/64 .. 64/64.
+TEST(AttentionI8Test, TailScoreIsEachGroupsIntegerSumTimesBothScales) {
+  const KernelTable* k = Fast();
+  if (k == nullptr || k->dot_rows_i8 == nullptr) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  const KvRowFormat f = MlaInt8Row();
+  std::vector<uint8_t> row(f.RowBytes(), 128);  // body values 0
+  const float zero = 0.0f;
+  for (int g = 0; g < 4; ++g) std::memcpy(row.data() + kBody + 4 * g, &zero, sizeof(zero));
+  std::fill_n(row.begin() + f.TailOffset(), kTail, uint8_t{131});
+  const float half = 0.5f;
+  for (int g = 0; g < 2; ++g) std::memcpy(row.data() + f.TailScaleOffset() + 4 * g, &half, 4);
+  const AttentionSpec spec = MlaSpec(16);
+  std::vector<float> q(size_t{16} * (kBody + kTail), 0.0f);
+  for (int h = 0; h < 16; ++h) {
+    for (int c = 0; c < kTail; ++c)
+      q[static_cast<size_t>(h * (kBody + kTail) + kBody + c)] = (c + 1) / 64.0f;
+  }
+  I8QueryBuffer prepared;
+  PrepareI8Query(*k, spec, f, q.data(), &prepared);
+  float want = 0.0f;
+  for (int g = 0; g < 2; ++g) {
+    int64_t sum = 0;
+    for (int c = 0; c < kTail / 2; ++c) sum += 3 * TailInt8(prepared.view, 0, g, c);
+    want = std::fma(static_cast<float>(sum), prepared.view.tail_scales[g * 16] * 0.5f, want);
+  }
+  const uint8_t* ptr = row.data();
+  std::vector<float> s(16);
+  k->dot_rows_i8(&ptr, 1, prepared.view, s.data(), 1);
+  for (int h = 0; h < 16; ++h) EXPECT_EQ(s[static_cast<size_t>(h)], want) << "head " << h;
+  // Against the unquantised product: at most half a query step (1/64 / 127) per value.
+  EXPECT_NEAR(want, 3 * 0.5 * (64 * 65 / 2) / 64.0, kTail * 0.5 / 127.0 * 3 * 0.5);
 }
 
 TEST(AttentionI8Test, PvMatchesDoubleWithinInt16Steps) {

@@ -199,12 +199,12 @@ TEST(DiskCacheTest, EvictedBlocksComeBackAfterARestartAndCorruptFilesAreRejected
   EXPECT_EQ(other.stats().files, 0);
   ASSERT_FALSE(log.empty());
   EXPECT_NE(log[0].find("another model"), std::string::npos);
-  // A file of another format version (version 1 stored int8 rows without the +128 offset): ignored
-  // at start-up like a foreign one.
+  // A file of another format version (version 2 stored the RoPE tails of int8 rows in bf16):
+  // ignored at start-up like a foreign one.
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(8);  // u32 version after the 8-byte magic
-    const uint32_t old_version = 1;
+    const uint32_t old_version = 2;
     f.write(reinterpret_cast<const char*>(&old_version), sizeof(old_version));
   }
   log.clear();

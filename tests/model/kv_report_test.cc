@@ -30,7 +30,9 @@ TEST(KvReportTest, DeepseekV2LiteBf16) {
   EXPECT_EQ(Row(rows, "MHA").bytes_per_token, 276480);  // 16 * (192 + 128) * 2 * 27
   EXPECT_EQ(Row(rows, "GQA-4").bytes_per_token, 276480 / 4);
   EXPECT_EQ(Row(rows, "MQA").bytes_per_token, 276480 / 16);
-  EXPECT_EQ(Row(rows, "MLA+int8").bytes_per_token, 656 * 27);
+  // int8 latent row: 512 int8 + 4 f32 group scales + 64 int8 RoPE values + their 2 f32 scales.
+  EXPECT_EQ(Row(rows, "MLA+int8").bytes_per_token, (512 + 4 * 4 + 64 + 2 * 4) * 27);
+  EXPECT_EQ(Row(rows, "MLA+int8").bytes_per_token, 600 * 27);
   EXPECT_EQ(Row(rows, "MHA").total_bytes, 276480LL * 1000);
 }
 
@@ -39,9 +41,9 @@ TEST(KvReportTest, PolicyRowUsesThePolicyFormula) {
   const auto rows = BuildKvReport(
       c,
       {.context = 100000, .policy = ParseKvPolicy("window:4096,sinks:4"), .kv_dtype = DType::kI8});
-  EXPECT_EQ(rows[0].bytes_per_token, 656 * 61);
+  EXPECT_EQ(rows[0].bytes_per_token, 600 * 61);
   EXPECT_EQ(rows[0].rows_held, 4100);
-  EXPECT_EQ(rows[0].total_bytes, 656LL * 61 * 4100);
+  EXPECT_EQ(rows[0].total_bytes, 600LL * 61 * 4100);
   // int8 per-head rows: 128 * (192 + 128) values + one f32 scale per 128 values.
   EXPECT_EQ(Row(rows, "MHA").bytes_per_token, (128LL * (192 + 128) + 4 * 320) * 61);
   // With an int8 cache the MLA comparison row appears once.

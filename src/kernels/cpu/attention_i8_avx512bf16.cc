@@ -1,12 +1,14 @@
 // Attention over int8 cache rows read in place (AVX512-BF16 table, which implies AVX512-VNNI):
-// the scores' body by vpdpbusd (64 multiply-adds per instruction, twice vdpbf16ps), P V by
-// vpdpwssd on probabilities quantised to int16. Compiled with the AVX512-BF16 flags plus VNNI.
+// the scores by vpdpbusd (64 multiply-adds per instruction, twice vdpbf16ps), P V by vpdpwssd on
+// probabilities quantised to int16. Compiled with the AVX512-BF16 flags plus VNNI.
 //
 // Symbols (kv_row.h, kernel_table.h): a row is [body int8 + 128 (body_dim)][f32 scale per group of
-// quant_group][bf16 tail (tail_dim)]; k_r = body_r * scale_r(group) ++ tail_r; V_r = the first dv
-// values of body_r * scale_r. q[h] = q_int[h] * q_scale[h](group) ++ q_tail[h].
+// quant_group][tail int8 + 128 (tail_dim)][f32 scale per tail group]; k_r = body_r *
+// scale_r(group) ++ tail_r * tail_scale_r(tail group); V_r = the first dv values of body_r *
+// scale_r. q[h] = q_int[h] * q_scale[h](group) ++ qt_int[h] * qt_scale[h](tail group);
+// the tail groups t are more groups like the body's:
 //   s[h, r] = sum_g q_scale[h, g] * row_scale[r, g] * (sum_{c in g} q_int[h, c] * body_r[c])
-//             + sum_c q_tail[h, c] * tail_r[c]
+//           + sum_t qt_scale[h, t] * tail_scale[r, t] * (sum_{c in t} qt_int[h, c] * tail_r[c])
 //   acc[h, :] += sum_r p[h, r] * row_scale[r, g] * body_r[:]   (per column group g)
 #include <immintrin.h>
 
@@ -36,56 +38,66 @@ inline __m512i DpWssd(__m512i acc, __m512i a, __m512i b) {
   return acc;
 }
 
-// The 8 bytes of row tail pairs 2j and 2j + 1 broadcast to every 64-bit lane (the second 0 where
-// the tail has an odd number of pairs and j is the last).
-inline __m512i TailPairs(const uint8_t* tail, int64_t j, int tail_dim) {
-  if (4 * j + 4 <= tail_dim) {
-    int64_t pairs;
-    std::memcpy(&pairs, tail + 8 * j, sizeof(pairs));
-    return _mm512_set1_epi64(pairs);
-  }
-  uint32_t pair;
-  std::memcpy(&pair, tail + 8 * j, sizeof(pair));
-  return _mm512_set1_epi64(pair);
-}
-
-// The tail in pair lanes (I8Query's layout): t_low[i] / t_high[i] hold heads 0-7 / 8-15 of row i
-// in two lanes each, the even lane starting at the head's body sum (acc lane), the odd one at 0.
-// Adds q_tail . tail_r two bf16 pairs a step, then each head's two lanes (even + odd).
-// For R rows of a full block (16 heads); `tail` is the block's.
+// Adds to acc[i] (lane m: head m of the block, row i) one group of int8 values of R rows against
+// 16 heads of the query: the group's 8 * n_pairs + last_bytes values start at byte `at` of each
+// row, its f32 scale at byte `scale_at`; qw holds the query's values of the group (I8Query's
+// layout, the pair past n_pairs zero where the group ends mid-pair), q_scales and q_offsets its
+// scales and offsets (16 lanes). The rows hold value + 128 (kv_row.h), vpdpbusd's unsigned
+// operand, read in place; the offsets hold -128 * sum(q_int), which makes the group's sum the
+// exact signed dot product. A row's 8 bytes (2 quads) are broadcast against two vectors of q
+// (heads 0-7 and 8-15, each head in two lanes, one per quad), so one broadcast feeds 2 vpdpbusd
+// and a row has 2 chains; the two lanes of a head are added (exact in int32) at the end. With one
+// 4-byte broadcast per vpdpbusd (heads in the lanes) a core issued 5.4-5.6 G vpdpbusd per second
+// in a register-and-L1 loop of this kernel's shape, with 8-byte broadcasts 6.4-6.6 (of ~6.7: two
+// per cycle; 2026-12-04, AMD VM).
 template <int R>
-inline void AddTailTo(const uint8_t* const* rows, int64_t tail_offset, const I8Query& q,
-                      const uint32_t* tail, __m512 (&acc)[R]) {
-  const __m512i spread_low = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-  const __m512i spread_high = _mm512_add_epi32(spread_low, _mm512_set1_epi32(8));
-  __m512 t_low[R];
-  __m512 t_high[R];
-  Unrolled<R>([&](auto i) {
-    t_low[i] = _mm512_maskz_permutexvar_ps(0x5555, spread_low, acc[i]);
-    t_high[i] = _mm512_maskz_permutexvar_ps(0x5555, spread_high, acc[i]);
-  });
-  for (int64_t j = 0; j < q.TailQuads(); ++j) {
-    const __m512bh q_low = (__m512bh)_mm512_loadu_si512(tail + j * 32);
-    const __m512bh q_high = (__m512bh)_mm512_loadu_si512(tail + j * 32 + 16);
+inline void AddGroupTo(const uint8_t* const* rows, int64_t at, int64_t n_pairs, int last_bytes,
+                       const int32_t* qw, const int32_t* q_offsets, const float* q_scales,
+                       int64_t scale_at, __m512 (&acc)[R]) {
+  const __m512i even = EvenLanes();
+  const __m512i odd = OddLanes();
+  __m512i low[R];   // heads 0-7, two lanes each
+  __m512i high[R];  // heads 8-15
+  Unrolled<R>([&](auto i) { low[i] = high[i] = _mm512_setzero_si512(); });
+  auto step = [&](int64_t p, auto load_pair) {
+    const __m512i q_low = _mm512_loadu_si512(qw + p * 32);
+    const __m512i q_high = _mm512_loadu_si512(qw + p * 32 + 16);
     Unrolled<R>([&](auto i) {
-      const __m512bh b = (__m512bh)TailPairs(rows[i] + tail_offset, j, q.tail_dim);
-      t_low[i] = _mm512_dpbf16_ps(t_low[i], b, q_low);
-      t_high[i] = _mm512_dpbf16_ps(t_high[i], b, q_high);
+      const __m512i b = _mm512_set1_epi64(load_pair(rows[i] + at + 8 * p));
+      low[i] = DpBusd(low[i], b, q_low);
+      high[i] = DpBusd(high[i], b, q_high);
+    });
+  };
+  for (int64_t p = 0; p < n_pairs; ++p) {
+    step(p, [](const uint8_t* bytes) {
+      int64_t pair;
+      std::memcpy(&pair, bytes, sizeof(pair));
+      return pair;
     });
   }
-  Unrolled<R>([&](auto i) { acc[i] = AddLanePairs(t_low[i], t_high[i]); });
+  if (last_bytes > 0) {  // the group's end: only its bytes read (the query is 0 past them)
+    step(n_pairs, [&](const uint8_t* bytes) {
+      int64_t pair = 0;
+      std::memcpy(&pair, bytes, static_cast<size_t>(last_bytes));
+      return pair;
+    });
+  }
+  const __m512i offset = _mm512_loadu_si512(q_offsets);
+  const __m512 qs = _mm512_loadu_ps(q_scales);
+  Unrolled<R>([&](auto i) {
+    const __m512i isum =
+        _mm512_add_epi32(_mm512_add_epi32(_mm512_permutex2var_epi32(low[i], even, high[i]),
+                                          _mm512_permutex2var_epi32(low[i], odd, high[i])),
+                         offset);
+    float row_scale;
+    std::memcpy(&row_scale, rows[i] + scale_at, sizeof(row_scale));
+    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(qs, _mm512_set1_ps(row_scale)),
+                             acc[i]);
+  });
 }
 
-// Scores of R rows against the 16 heads of head block `hb`. The rows' bodies hold value + 128
-// (kv_row.h), vpdpbusd's unsigned operand, read in place; q's offsets hold -128 * sum(q_int) per
-// group, which makes each group's sum the exact signed dot product. The body: a row's 8 bytes (2
-// quads) are broadcast against two vectors of q (I8Query's layout: heads 0-7 and 8-15, each head
-// in two lanes, one per quad), so one broadcast feeds 2 vpdpbusd and a row has 2 chains; per
-// group the two lanes of a head are added (exact in int32). With one 4-byte broadcast per
-// vpdpbusd (heads in the lanes) a core issued 5.4-5.6 G vpdpbusd per second in a register-and-L1
-// loop of this kernel's shape, with 8-byte broadcasts 6.4-6.6 (of ~6.7: two per cycle;
-// 2026-12-04, AMD VM). The tail likewise: two bf16 pairs of a row against two vectors of q
-// (AddTailTo).
+// Scores of R rows against the 16 heads of head block `hb`: each body group of the row (byte
+// layout kv_row.h: [body][body group scales][tail][tail group scales]), then each tail group.
 template <int R>
 inline void DotRowsI8Tile(const uint8_t* const* rows, const I8Query& q, int hb, float* s,
                           int64_t lds) {
@@ -94,42 +106,21 @@ inline void DotRowsI8Tile(const uint8_t* const* rows, const I8Query& q, int hb, 
   const int32_t* body = q.body + static_cast<int64_t>(hb) * (q.body_dim / 4) * 16;
   const float* q_scales = q.scales + static_cast<int64_t>(hb) * n_groups * 16;
   const int32_t* offsets = q.offsets + static_cast<int64_t>(hb) * n_groups * 16;
-  const uint32_t* tail = q.tail + static_cast<int64_t>(hb) * q.TailQuads() * 32;
-  const __m512i even = EvenLanes();
-  const __m512i odd = OddLanes();
   __m512 acc[R];
   Unrolled<R>([&](auto i) { acc[i] = _mm512_setzero_ps(); });
   for (int64_t g = 0; g < n_groups; ++g) {
-    __m512i low[R];   // heads 0-7, two lanes each
-    __m512i high[R];  // heads 8-15
-    Unrolled<R>([&](auto i) { low[i] = high[i] = _mm512_setzero_si512(); });
-    const int32_t* body_g = body + static_cast<int64_t>(g) * quad_pairs * 32;
-    const int64_t body_offset = static_cast<int64_t>(g) * q.quant_group;
-    for (int64_t p = 0; p < quad_pairs; ++p) {
-      const __m512i q_low = _mm512_loadu_si512(body_g + p * 32);
-      const __m512i q_high = _mm512_loadu_si512(body_g + p * 32 + 16);
-      Unrolled<R>([&](auto i) {
-        int64_t pair;
-        std::memcpy(&pair, rows[i] + body_offset + 8 * p, sizeof(pair));
-        const __m512i b = _mm512_set1_epi64(pair);
-        low[i] = DpBusd(low[i], b, q_low);
-        high[i] = DpBusd(high[i], b, q_high);
-      });
-    }
-    const __m512i offset = _mm512_loadu_si512(offsets + g * 16);
-    const __m512 qs = _mm512_loadu_ps(q_scales + g * 16);
-    Unrolled<R>([&](auto i) {
-      const __m512i isum =
-          _mm512_add_epi32(_mm512_add_epi32(_mm512_permutex2var_epi32(low[i], even, high[i]),
-                                            _mm512_permutex2var_epi32(low[i], odd, high[i])),
-                           offset);
-      float row_scale;
-      std::memcpy(&row_scale, rows[i] + q.body_dim + 4 * g, sizeof(row_scale));
-      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
-                               _mm512_mul_ps(qs, _mm512_set1_ps(row_scale)), acc[i]);
-    });
+    AddGroupTo<R>(rows, g * q.quant_group, quad_pairs, 0, body + g * quad_pairs * 32,
+                  offsets + g * 16, q_scales + g * 16, q.body_dim + 4 * g, acc);
   }
-  AddTailTo<R>(rows, q.body_dim + 4 * n_groups, q, tail, acc);
+  const int64_t tail_at = q.body_dim + 4 * int64_t{n_groups};
+  for (int64_t g = 0; g < q.tail_groups; ++g) {
+    const int64_t begin = std::min<int64_t>(q.tail_dim, g * q.tail_group);
+    const int64_t n = std::min<int64_t>(q.tail_dim - begin, q.tail_group);
+    const int64_t block_group = int64_t{hb} * q.tail_groups + g;
+    AddGroupTo<R>(rows, tail_at + begin, n / 8, static_cast<int>(n % 8),
+                  q.tail + block_group * q.TailQuadPairs() * 32, q.tail_offsets + block_group * 16,
+                  q.tail_scales + block_group * 16, tail_at + q.tail_dim + 4 * g, acc);
+  }
   StoreTransposedRx16<R>(acc, s + static_cast<int64_t>(hb) * 16 * lds, lds);
 }
 

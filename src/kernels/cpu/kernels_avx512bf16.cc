@@ -169,7 +169,7 @@ inline float DotOne(const uint16_t* row, const uint16_t* q, int64_t dim) {
 
 // Scores of R rows against a block of 16 heads by broadcasts of a row's two bf16 pairs (8 bytes)
 // against two vectors of the query (heads 0-7 and 8-15, a head in two lanes, one per pair; the
-// layout of I8Query's tail, kernel_table.h), 2 vdpbf16ps per broadcast and no reduction across
+// layout of I8Query's body, kernel_table.h), 2 vdpbf16ps per broadcast and no reduction across
 // lanes but each head's two lanes added last. The 4 x 4 tiles (DotTile4x4: 8 loads per 16
 // vdpbf16ps, then a 16-vector reduction per tile) ran the core's vdpbf16ps at ~62% of its issue
 // rate in BM_AbsorbedMlaDecode (bf16 rows, 16 heads, 2026-12-05). qp: [dim / 4, 2, 16] words.
