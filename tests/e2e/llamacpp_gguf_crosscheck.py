@@ -48,8 +48,8 @@ PRESETS = (
     ("wide-llama-gqa", "tiny-llama-gqa", "{" + WIDE + "}"),
 )
 # llama.cpp's CPU backend in the pinned build cannot multiply DeepSeek's split MLA tensors in most
-# formats on this machine (AMD Zen 5): with attn_k_b in F16, Q8_0 or Q4_0 it aborts with
-# "GGML_ASSERT(*cur_backend_id != -1) failed" (no backend takes the product with the permuted
+# formats on the Intel Xeon VM it was tried on (AVX-512 VNNI, AMX): with attn_k_b in F16, Q8_0 or
+# Q4_0 it aborts with "GGML_ASSERT(*cur_backend_id != -1) failed" (no backend takes the product with the permuted
 # query; the files of bench/llamacpp/gguf_from_safetensors.py, an independent writer, abort the
 # same way), and with attn_v_b in a K-quant its logits are far off (107% RMS from the float32
 # model, where mlarun's are 12%, on wide-v2-lite q5_k_m; a file with only attn_v_b quantised
