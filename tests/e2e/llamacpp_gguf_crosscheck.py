@@ -49,13 +49,13 @@ PRESETS = (
 )
 # llama.cpp's CPU backend in the pinned build cannot multiply DeepSeek's split MLA tensors in most
 # formats on the Intel Xeon VM it was tried on (AVX-512 VNNI, AMX): with attn_k_b in F16, Q8_0 or
-# Q4_0 it aborts with "GGML_ASSERT(*cur_backend_id != -1) failed" (no backend takes the product with the permuted
-# query; the files of bench/llamacpp/gguf_from_safetensors.py, an independent writer, abort the
-# same way), and with attn_v_b in a K-quant its logits are far off (107% RMS from the float32
-# model, where mlarun's are 12%, on wide-v2-lite q5_k_m; a file with only attn_v_b quantised
-# crashes it). So the DeepSeek files compared here keep those two small tensors in BF16
-# (`quantize --tensor-type`, as llama-quantize's option of the same name); every other tensor
-# has the mix's type, and the Llama presets cover every type in every role.
+# Q4_0 it aborts with "GGML_ASSERT(*cur_backend_id != -1) failed" (no backend takes the product
+# with the permuted query; the files of bench/llamacpp/gguf_from_safetensors.py, an independent
+# writer, abort the same way), and with attn_v_b in a K-quant its logits are far off (107% RMS
+# from the float32 model, where mlarun's are 12%, on wide-v2-lite q5_k_m; a file with only
+# attn_v_b quantised crashes it). So the DeepSeek files compared here keep those two small
+# tensors in BF16 (`quantize --tensor-type`, as llama-quantize's option of the same name); every
+# other tensor has the mix's type, and the Llama presets cover every type in every role.
 MLA_BF16 = ["--tensor-type", "attn_k_b=bf16", "--tensor-type", "attn_v_b=bf16"]
 TYPES = ("f32", "f16", "bf16", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0")
 IDS = [1, 17, 300, 42, 511, 7, 256, 99, 3, 480, 123, 64, 200, 5, 333, 77, 410, 12, 250, 9]
