@@ -6,8 +6,9 @@
 # committed). mlarun runs the bf16 checkpoint, its own Q8 checkpoint and the Q4_K_M file itself.
 # Rounds alternate the engines, so the VM's drifting speed hits both alike. First checks that both
 # engines produce the same greedy tokens, so the two files hold the same model.
-# The q8_0 file keeps MLA's attn_k_b and attn_v_b in BF16: this llama.cpp build aborts on them in
-# Q8_0 (docs/gguf.md, "llama.cpp's own limits here"); the q4_k_m file is as the mix makes it.
+# The q8_0 and q4_k_m files keep MLA's attn_k_b and attn_v_b (3% of a layer's attention bytes) in
+# BF16: this llama.cpp build aborts on them in Q8_0, and on the q4_k_m file too (docs/gguf.md,
+# "llama.cpp's own limits here").
 # Usage: bench/llamacpp/compare.sh [MODEL_DIR=/tmp/mlarun-bench-v2-lite] [ROUNDS=2] [DEPTHS=0,4096]
 # Needs: npm registry access, ~14 GB of disk next to MODEL_DIR, Debian's python3-numpy.
 set -euo pipefail
@@ -25,7 +26,8 @@ npm_dir=build/llamacpp-npm
 [ -f "$model-bf16.gguf" ] || build/bin/mlarun quantize --model "$model" --type bf16 --out "$model-bf16.gguf"
 [ -f "$model-q8_0.gguf" ] || build/bin/mlarun quantize --model "$model" --type q8_0 \
   --tensor-type attn_k_b=bf16 --tensor-type attn_v_b=bf16 --out "$model-q8_0.gguf"
-[ -f "$model-q4_k_m.gguf" ] || build/bin/mlarun quantize --model "$model" --type q4_k_m --out "$model-q4_k_m.gguf"
+[ -f "$model-q4_k_m.gguf" ] || build/bin/mlarun quantize --model "$model" --type q4_k_m \
+  --tensor-type attn_k_b=bf16 --tensor-type attn_v_b=bf16 --out "$model-q4_k_m.gguf"
 # The package's postinstall step would build llama.cpp from source where no prebuilt fits; skipped.
 npm_config_ignore_scripts=true bash scripts/npm-install.sh "$npm_dir" "node-llama-cpp@$NODE_LLAMA_CPP"
 cp bench/llamacpp/llamacpp_bench.mjs "$npm_dir/"
