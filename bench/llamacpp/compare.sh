@@ -6,7 +6,8 @@
 # committed). mlarun runs the bf16 checkpoint, its own Q8 checkpoint and the Q4_K_M file itself.
 # Rounds alternate the engines, so the VM's drifting speed hits both alike. First checks that both
 # engines produce the same greedy tokens, so the two files hold the same model.
-# The q8_0 and q4_k_m files keep MLA's attn_k_b and attn_v_b (3% of a layer's attention bytes) in
+# The q8_0 and q4_k_m files keep MLA's attn_k_b and attn_v_b (2.1 M of a V2-Lite layer's 13.8 M
+# attention weights) in
 # BF16: this llama.cpp build aborts on them in Q8_0, and on the q4_k_m file too (docs/gguf.md,
 # "llama.cpp's own limits here").
 # Usage: bench/llamacpp/compare.sh [MODEL_DIR=/tmp/mlarun-bench-v2-lite] [ROUNDS=2] [DEPTHS=0,4096]
