@@ -7,9 +7,8 @@
 # Rounds alternate the engines, so the VM's drifting speed hits both alike. First checks that both
 # engines produce the same greedy tokens, so the two files hold the same model.
 # The q8_0 and q4_k_m files keep MLA's attn_k_b and attn_v_b (2.1 M of a V2-Lite layer's 13.8 M
-# attention weights) in
-# BF16: this llama.cpp build aborts on them in Q8_0, and on the q4_k_m file too (docs/gguf.md,
-# "llama.cpp's own limits here").
+# attention weights) in BF16: this llama.cpp build aborts on them in Q8_0, and on the q4_k_m file
+# too (docs/gguf.md, "llama.cpp's own limits here").
 # Usage: bench/llamacpp/compare.sh [MODEL_DIR=/tmp/mlarun-bench-v2-lite] [ROUNDS=2] [DEPTHS=0,4096]
 # Needs: npm registry access, ~14 GB of disk next to MODEL_DIR, Debian's python3-numpy.
 set -euo pipefail
